@@ -1,0 +1,48 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both build .venv from a clean clone.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+
+.PHONY: demo test test-slow lint bench image clean
+
+$(VENV)/.stamp-runtime: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-runtime
+	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+$(VENV)/.stamp-bench: pyproject.toml $(VENV)/.stamp-test
+	$(PIP) install --quiet -e '.[test,bench]'
+	touch $@
+
+demo: $(VENV)/.stamp-runtime
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
+
+lint: $(VENV)/.stamp-test
+	$(VENV)/bin/ruff check .
+
+test: lint
+	$(PY) -m pytest -q
+
+test-slow: $(VENV)/.stamp-test
+	$(PY) -m pytest -q -m slow
+
+bench: $(VENV)/.stamp-bench
+	$(PY) -m benchmarks
+
+image:
+	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+		docker build -t topoplace:dev . ; \
+	elif command -v podman >/dev/null 2>&1; then \
+		podman build -t topoplace:dev . ; \
+	else \
+		echo "make image: no running container engine (docker or podman) found" >&2; exit 1; \
+	fi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -1,0 +1,1 @@
+"""Topoplace node agent: hardware discovery, node label sync and dataset prefetch."""

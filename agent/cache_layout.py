@@ -1,0 +1,44 @@
+"""The on-node dataset cache layout (contract): `<root>/<name>/<version>/` + completion marker.
+
+Owned here so the prefetcher (writer), the datasets discovery source and the webhook's mounts
+(readers) agree on every path and file name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_CACHE_ROOT",
+    "LOCK_FILE",
+    "MARKER_FILE",
+    "TEMP_PREFIX",
+    "dataset_dir",
+    "lock_path",
+    "marker_path",
+    "version_dir",
+]
+
+DEFAULT_CACHE_ROOT = Path("/var/lib/topoplace/datasets")
+# JSON: {"source", "files", "bytes", "completed_at"}; its presence alone means "complete".
+MARKER_FILE = ".topoplace-complete"
+# One writer per dataset per node: an flock on this file inside <root>/<name>/.
+LOCK_FILE = ".topoplace-lock"
+# Temporary download directories are siblings of the version directory with this prefix.
+TEMP_PREFIX = ".topoplace-tmp-"
+
+
+def dataset_dir(root: Path, name: str) -> Path:
+    return root / name
+
+
+def version_dir(root: Path, name: str, version: str) -> Path:
+    return root / name / version
+
+
+def marker_path(root: Path, name: str, version: str) -> Path:
+    return version_dir(root, name, version) / MARKER_FILE
+
+
+def lock_path(root: Path, name: str) -> Path:
+    return dataset_dir(root, name) / LOCK_FILE

@@ -1,0 +1,56 @@
+"""The node label vocabulary: every key the agent publishes, written once, imported everywhere.
+
+The webhook builds node affinity from these names and the manifests' admission policy guards
+these prefixes, so a key lives here and nowhere else as a literal.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DATASET_PREFIX",
+    "LABEL_PREFIX",
+    "LINK_WORDS",
+    "TOPOLOGY_ANNOTATION",
+    "Label",
+    "dataset_label",
+    "is_owned_key",
+]
+
+# Everything under these prefixes belongs to the agent; nothing else on a Node does.
+LABEL_PREFIX = "topoplace.io/"
+DATASET_PREFIX = "dataset.topoplace.io/"
+
+TOPOLOGY_ANNOTATION = LABEL_PREFIX + "topology"
+
+# Best first, as `nvidia-smi topo -m` orders them.
+LINK_WORDS: tuple[str, ...] = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+class Label:
+    """Node label keys (values are integers or link/policy words; never timestamps)."""
+
+    CPU_SOCKETS = LABEL_PREFIX + "cpu-sockets"
+    NUMA_NODES = LABEL_PREFIX + "numa-nodes"
+    GPUS = LABEL_PREFIX + "gpus"
+    GPU_NUMA_NODES = LABEL_PREFIX + "gpu-numa-nodes"
+    MAX_GPUS_PER_NUMA_NODE = LABEL_PREFIX + "max-gpus-per-numa-node"
+    GPU_PCI_SWITCHES = LABEL_PREFIX + "gpu-pci-switches"
+    MAX_GPUS_PER_PCI_SWITCH = LABEL_PREFIX + "max-gpus-per-pci-switch"
+    RDMA_NICS = LABEL_PREFIX + "rdma-nics"
+    GPU_NIC_PAIRS = LABEL_PREFIX + "gpu-nic-pairs"
+    GPU_NIC_LINK = LABEL_PREFIX + "gpu-nic-link"
+    GPU_PRODUCT = LABEL_PREFIX + "gpu-product"
+    CPU_MANAGER_POLICY = LABEL_PREFIX + "cpu-manager-policy"
+    TOPOLOGY_MANAGER_POLICY = LABEL_PREFIX + "topology-manager-policy"
+    TOPOLOGY_MANAGER_SCOPE = LABEL_PREFIX + "topology-manager-scope"
+    MEMORY_MANAGER_POLICY = LABEL_PREFIX + "memory-manager-policy"
+
+
+def dataset_label(name: str) -> str:
+    """Label key announcing the newest complete cached version of dataset `name`."""
+    return DATASET_PREFIX + name
+
+
+def is_owned_key(key: str) -> bool:
+    """True for label/annotation keys the agent owns (and may add, change or remove)."""
+    return key.startswith((LABEL_PREFIX, DATASET_PREFIX))

@@ -1,0 +1,1 @@
+"""Topoplace admission webhook: placement policies, the mutation engine and its HTTPS server."""
