@@ -1,0 +1,78 @@
+"""Kubernetes label key/value validity (apimachinery's rules), shared by agent and webhook.
+
+A label the API server would reject must never be sent: one bad value fails the whole patch.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "MAX_NAME",
+    "is_label_key",
+    "is_label_name",
+    "is_label_value",
+    "label_key_problem",
+    "label_value_problem",
+    "sanitize_label_value",
+]
+
+MAX_NAME = 63
+_MAX_PREFIX = 253
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+_INVALID_RUN = re.compile(r"[^-A-Za-z0-9_.]+")
+
+
+def _name_problem(name: str, what: str) -> str | None:
+    if not name:
+        return f"{what} must not be empty"
+    if len(name) > MAX_NAME:
+        return f"{what} {name!r} is longer than {MAX_NAME} characters"
+    if not _NAME.fullmatch(name):
+        return (
+            f"{what} {name!r} must consist of alphanumerics, '-', '_' or '.', "
+            "and start and end with an alphanumeric"
+        )
+    return None
+
+
+def label_key_problem(key: str) -> str | None:
+    """None when `key` is a valid label key ([prefix/]name), else why not."""
+    prefix, sep, name = key.rpartition("/")
+    if sep:
+        if not prefix:
+            return f"label key {key!r} has an empty prefix"
+        if len(prefix) > _MAX_PREFIX or not _DNS_SUBDOMAIN.fullmatch(prefix):
+            return f"label key prefix {prefix!r} must be a lowercase DNS subdomain"
+    return _name_problem(name, "label name")
+
+
+def label_value_problem(value: str) -> str | None:
+    """None when `value` is a valid label value (may be empty), else why not."""
+    if value == "":
+        return None
+    return _name_problem(value, "label value")
+
+
+def is_label_key(key: str) -> bool:
+    return label_key_problem(key) is None
+
+
+def is_label_name(name: str) -> bool:
+    return _name_problem(name, "label name") is None
+
+
+def is_label_value(value: str) -> bool:
+    return label_value_problem(value) is None
+
+
+def sanitize_label_value(text: str) -> str:
+    """Best-effort label value from free text ("NVIDIA H100 80GB HBM3" → "NVIDIA-H100-80GB-HBM3").
+
+    Runs of invalid characters become '-', the result is cut to 63 characters and trimmed to
+    start and end with an alphanumeric; may return "" when nothing usable remains.
+    """
+    value = _INVALID_RUN.sub("-", text.strip())[:MAX_NAME]
+    return value.strip("-_.")
