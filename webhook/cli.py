@@ -11,6 +11,7 @@ COMMANDS: dict[str, Command] = {
     "mutate": ("webhook.cmd_mutate", "apply policies to a Pod or workload file, offline"),
     "validate": ("webhook.cmd_validate", "check every policy file in a directory"),
     "schema": ("webhook.cmd_schema", "print the JSON Schema of PlacementPolicy"),
+    "certs": ("webhook.cmd_certs", "keep the in-cluster serving certificate and caBundle fresh"),
 }
 
 main = make_main("topoplace-webhook", __doc__ or "", COMMANDS)
