@@ -69,6 +69,8 @@ def add_logging_arguments(parser: argparse.ArgumentParser, *, with_defaults: boo
         "--log-level", default=level_default, choices=["debug", "info", "warning", "error"]
     )
     parser.add_argument(
-        "--log-format", default=fmt_default, choices=["text", "json"],
+        "--log-format",
+        default=fmt_default,
+        choices=["text", "json"],
         help="text (default) or json: one object per line",
     )
