@@ -33,6 +33,10 @@ test-slow: $(VENV)/.stamp-test
 	$(PY) -m pytest -q -m slow
 
 bench: $(VENV)/.stamp-bench
+	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk (load generator)"; \
+		(apt-get update -qq && apt-get install -y -qq wrk) >/dev/null 2>&1 || \
+		sudo -n sh -c 'apt-get update -qq && apt-get install -y -qq wrk' >/dev/null 2>&1 || \
+		{ echo "make bench needs wrk: install it with your package manager" >&2; exit 1; }; }
 	$(PY) -m benchmarks
 
 image:

@@ -1,0 +1,1 @@
+"""Benchmarks for `make bench`: each module returns rows; `python -m benchmarks` prints them."""

@@ -1,0 +1,98 @@
+"""`make bench`: run every benchmark, print one report, write benchmarks/results.md.
+
+`python -m benchmarks --only engine,webhook` runs a subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.table import markdown_table
+
+Rows = list[dict[str, Any]]
+# section key -> (title, module, function); a function returns rows or {sub-section: rows}
+SECTIONS: dict[str, tuple[str, str, str]] = {
+    "webhook": (
+        "Webhook server vs bare aiohttp TLS floor (wrk, loopback)",
+        "benchmarks.bench_webhook",
+        "run_webhook_bench",
+    ),
+    "engine": ("Mutation engine scaling", "benchmarks.bench_engine", "run_engine_bench"),
+    "discovery": ("Agent discovery", "benchmarks.bench_discovery", "run_discovery_bench"),
+    "sync": ("Agent label sync", "benchmarks.bench_agent_sync", "run_sync_bench"),
+    "prefetch": ("Dataset prefetch throughput", "benchmarks.bench_prefetch", "run_prefetch_bench"),
+    "memory": ("Memory", "benchmarks.bench_memory", "run_memory_bench"),
+}
+
+
+def _machine() -> str:
+    model = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · commit {commit} · {model} · "
+        f"{os.cpu_count()} cores · {mem_gib:.0f} GiB · {platform.system()} "
+        f"{platform.release()} · Python {platform.python_version()}"
+    )
+
+
+def _run(key: str) -> dict[str, Rows]:
+    _title, module, function = SECTIONS[key]
+    fn: Callable[[], Rows | dict[str, Rows]] = getattr(importlib.import_module(module), function)
+    result = fn()
+    return result if isinstance(result, dict) else {key: result}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--only", help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--output", type=Path, default=Path(__file__).with_name("results.md"))
+    args = parser.parse_args()
+    keys = args.only.split(",") if args.only else list(SECTIONS)
+    unknown = [k for k in keys if k not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+
+    collected: dict[str, Rows] = {}
+    for key in keys:
+        started = time.monotonic()
+        print(f"… {SECTIONS[key][0]}", file=sys.stderr, flush=True)
+        for sub, rows in _run(key).items():
+            collected.setdefault(sub, []).extend(rows)
+        print(f"  done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+    titles = {k: t for k, (t, _, _) in SECTIONS.items()}
+    report = [f"# Topoplace benchmarks\n\n{_machine()}\n"]
+    report += ["Each figure is the median of several runs; 'spread' is (max − min) / median.\n"]
+    for sub, rows in collected.items():
+        report.append(f"## {titles.get(sub, sub)}\n\n{markdown_table(rows)}")
+    text = "\n".join(report)
+    print(text)
+    args.output.write_text(text)
+    print(f"written to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

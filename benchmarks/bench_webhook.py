@@ -1,0 +1,200 @@
+"""Webhook server vs its floor: the same wrk load over TLS against `topoplace-webhook serve`
+and a bare aiohttp TLS server answering a constant allow, side by side in one run.
+
+Levels are interleaved (bare, ours, bare, ours…) so machine noise hits both alike; each figure
+is the median of `runs` runs. CPU per request comes from the server process's /proc counters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from benchmarks.procs import Server, cpu_seconds, peak_rss_mb, start_server
+from benchmarks.workload import admission_review, worker_pod, write_policy_dir
+from webhook.certs import make_ca, make_serving_cert, write_pair
+
+__all__ = ["LEVELS", "run_webhook_bench"]
+
+LEVELS = (1, 16, 64, 256)
+_LUA = Path(__file__).with_name("loadgen.lua")
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def _wrk(url: str, body: Path, *, connections: int, seconds: float) -> dict[str, Any]:
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--timeout",
+            "5s",
+            "-s",
+            str(_LUA),
+            url,
+        ],
+        env={**os.environ, "BODY_FILE": str(body)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _measure(server: Server, body: Path, *, connections: int, seconds: float) -> dict[str, float]:
+    before = cpu_seconds(server.process.pid)
+    result = _wrk(server.url, body, connections=connections, seconds=seconds)
+    cpu = cpu_seconds(server.process.pid) - before
+    requests = max(result["requests"], 1)
+    if result["non2xx"] or result["socket_errors"]:
+        raise RuntimeError(f"{server.name}: errors under load: {result}")
+    return {
+        "rps": requests / (result["duration_us"] / 1e6),
+        "p50_ms": result["p50_us"] / 1000,
+        "p99_ms": result["p99_us"] / 1000,
+        "cpu_us": cpu / requests * 1e6,
+    }
+
+
+def _check_answer(server: Server, body: bytes, ca: Path, *, expect_patch: bool) -> None:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    req = urllib.request.Request(
+        server.url, data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+        answer = json.loads(resp.read())["response"]
+    if answer.get("allowed") is not True or ("patch" in answer) != expect_patch:
+        raise RuntimeError(f"{server.name} answered unexpectedly: {answer}")
+
+
+def _median(samples: list[dict[str, float]], key: str) -> float:
+    return statistics.median(s[key] for s in samples)
+
+
+def _spread(samples: list[dict[str, float]]) -> float:
+    values = [s["rps"] for s in samples]
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def _latency(samples: list[dict[str, float]]) -> str:
+    return f"{_median(samples, 'p50_ms'):.2f} / {_median(samples, 'p99_ms'):.2f}"
+
+
+def _row(
+    kind: str, level: int, bare: list[dict[str, float]], ours: list[dict[str, float]]
+) -> dict[str, Any]:
+    ratio = _median(ours, "rps") / _median(bare, "rps")
+    target = 0.6 if kind == "mutated" else 0.9
+    met = ratio >= target and (level != 1 or _median(ours, "p99_ms") <= 1.0)
+    return {
+        "pods": kind,
+        "concurrency": level,
+        "bare req/s": _median(bare, "rps"),
+        "topoplace req/s": _median(ours, "rps"),
+        "ratio": ratio,
+        "bare p50/p99 ms": _latency(bare),
+        "topoplace p50/p99 ms": _latency(ours),
+        "bare CPU µs/req": _median(bare, "cpu_us"),
+        "topoplace CPU µs/req": _median(ours, "cpu_us"),
+        "spread (ours)": f"{_spread(ours):.0%}",
+        "target": f"ratio ≥ {target:.0%}" + (", p99 ≤ 1 ms" if level == 1 else ""),
+        "met": "yes" if met else "NO",
+    }
+
+
+def run_webhook_bench(*, runs: int = 3, seconds: float = 2.0) -> dict[str, list[dict[str, Any]]]:
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk not found: `apt-get install wrk` (make bench does this)")
+    work = Path(tempfile.mkdtemp(prefix="topoplace-bench-"))
+    ca = make_ca()
+    pair = make_serving_cert(ca, ["localhost"], ip_addresses=["127.0.0.1"])
+    (work / "ca.crt").write_bytes(ca.cert_pem)
+    cert, key = work / "tls.crt", work / "tls.key"
+    write_pair(pair, cert, key)
+    policies = write_policy_dir(work / "policies")
+    bodies = {
+        "mutated": admission_review(worker_pod()),
+        "pass-through": admission_review(worker_pod(opted_in=False)),
+    }
+    for kind, body in bodies.items():
+        (work / f"{kind}.json").write_bytes(body)
+    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    ours = start_server(
+        "topoplace",
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--policies",
+            str(policies),
+            *tls,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+        ],
+        log=work / "serve.log",
+        env=env,
+    )
+    bare = start_server(
+        "bare",
+        [sys.executable, "-m", "benchmarks.bare_server", *tls],
+        log=work / "bare.log",
+        env=env,
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        for kind, body in bodies.items():
+            _check_answer(ours, body, work / "ca.crt", expect_patch=kind == "mutated")
+            _check_answer(bare, body, work / "ca.crt", expect_patch=False)
+            for level in LEVELS:
+                samples: dict[str, list[dict[str, float]]] = {"bare": [], "ours": []}
+                for _ in range(runs):
+                    for name, server in (("bare", bare), ("ours", ours)):
+                        samples[name].append(
+                            _measure(
+                                server, work / f"{kind}.json", connections=level, seconds=seconds
+                            )
+                        )
+                rows.append(_row(kind, level, samples["bare"], samples["ours"]))
+        memory = [
+            {
+                "process": "topoplace-webhook serve (after load)",
+                "peak RSS MB": peak_rss_mb(ours.process.pid),
+                "target": "≤ 100 MB",
+            },
+            {
+                "process": "bare aiohttp TLS server (after load)",
+                "peak RSS MB": peak_rss_mb(bare.process.pid),
+                "target": "",
+            },
+        ]
+    finally:
+        ours_rc = ours.stop()
+        bare.stop()
+    if ours_rc != 0:
+        raise RuntimeError(f"serve exited {ours_rc} on SIGTERM; log: {work / 'serve.log'}")
+    shutil.rmtree(work, ignore_errors=True)
+    return {"webhook": rows, "memory": memory}
+
+
+if __name__ == "__main__":
+    from benchmarks.table import markdown_table
+
+    result = run_webhook_bench()
+    for section, section_rows in result.items():
+        print(f"## {section}\n\n{markdown_table(section_rows)}")

@@ -1,0 +1,208 @@
+"""Realistic admission inputs for the benchmarks: a policy set and controller-made pods.
+
+The pod mirrors what kube-apiserver sends for a JobSet worker after defaulting: generateName,
+owner references, projected service-account token, defaulted container fields.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from webhook.vocabulary import POLICY_LABEL
+
+__all__ = [
+    "BENCH_POLICY",
+    "admission_review",
+    "worker_pod",
+    "write_policy_dir",
+]
+
+BENCH_POLICY = "bench-ddp-full-node"
+
+_POLICY_YAML = f"""\
+apiVersion: topoplace.io/v1alpha1
+kind: PlacementPolicy
+metadata:
+  name: {BENCH_POLICY}
+spec:
+  namespaces: ["ml-*", "default"]
+  gpuResource: nvidia.com/gpu
+  placement:
+    gpuNicLink: PIX
+    gpuNicPairs: true
+    topologyManagerPolicies: [single-numa-node, restricted]
+  resources:
+    guaranteed: true
+    cpuPerGpu: 12
+    memoryPerGpu: 96Gi
+    rdma: {{resource: rdma/ib, perGpu: 1}}
+  datasets:
+    - name: imagenet
+      version: "2024-06"
+      source: s3://datasets/imagenet/
+      mountPath: /data/imagenet
+      preferWeight: 80
+      prefetch: true
+  launcher:
+    numaBinding: exclusive
+  env: {{NCCL_NET_GDR_LEVEL: PXB, NCCL_IB_HCA: "mlx5"}}
+  onMissing: warn
+"""
+
+
+def _filler_policy(i: int) -> str:
+    return f"""\
+---
+apiVersion: topoplace.io/v1alpha1
+kind: PlacementPolicy
+metadata:
+  name: filler-{i:04d}
+spec:
+  placement:
+    singleNumaNode: true
+  resources:
+    cpuPerGpu: {4 + i % 8}
+  launcher:
+    numaBinding: node
+"""
+
+
+def write_policy_dir(directory: Path, *, extra_policies: int = 0) -> Path:
+    """The bench policy plus `extra_policies` unrelated ones (to show lookup cost is flat)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "bench.yaml").write_text(_POLICY_YAML)
+    if extra_policies:
+        (directory / "fillers.yaml").write_text(
+            "".join(_filler_policy(i) for i in range(extra_policies))
+        )
+    return directory
+
+
+def _container(name: str, *, gpus: int, command: list[str] | None) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "name": name,
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "env": [{"name": f"VAR_{i}", "value": str(i)} for i in range(8)]
+        + [{"name": "NCCL_DEBUG", "value": "WARN"}],
+        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {},
+        "volumeMounts": [
+            {
+                "name": "kube-api-access-x7k2p",
+                "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            }
+        ],
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+    }
+    if command:
+        c["command"] = command
+    return c
+
+
+def worker_pod(*, gpus: int = 8, containers: int = 1, opted_in: bool = True) -> dict[str, Any]:
+    """A JobSet worker pod as the API server hands it to admission (after defaulting)."""
+    launch = (
+        "pip list | grep torch && torchrun --nnodes=4 --nproc-per-node=8 "
+        "--rdzv-backend=c10d --rdzv-endpoint=$(JOBSET_COORD):29400 train.py --epochs 90"
+    )
+    main = _container("trainer", gpus=gpus, command=["bash", "-xc", launch])
+    extra = [
+        _container(f"side-{i}", gpus=0, command=["sleep", "inf"]) for i in range(containers - 1)
+    ]
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": "llm-pretrain",
+        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+        "batch.kubernetes.io/job-completion-index": "0",
+    }
+    if opted_in:
+        labels[POLICY_LABEL] = BENCH_POLICY
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "generateName": "llm-pretrain-workers-0-0-",
+            "labels": labels,
+            "annotations": {"jobset.sigs.k8s.io/jobset-name": "llm-pretrain"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "llm-pretrain-workers-0",
+                    "uid": "6b1c2f5e-1d7e-4a59-9a0c-2b5a43d5e0a1",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "volumes": [
+                {
+                    "name": "kube-api-access-x7k2p",
+                    "projected": {
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {
+                                "configMap": {
+                                    "name": "kube-root-ca.crt",
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                                }
+                            },
+                        ],
+                        "defaultMode": 420,
+                    },
+                }
+            ],
+            "containers": [main, *extra],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "serviceAccount": "default",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "subdomain": "llm-pretrain",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+            ],
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {},
+    }
+
+
+def admission_review(pod: dict[str, Any], *, namespace: str = "ml-team") -> bytes:
+    body = {
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:job-controller",
+                "uid": "8f0b7a3e-2a57-4d3c-9d71-0f5f8d1f6a11",
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+            },
+            "object": pod,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
+    return json.dumps(body).encode()
