@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make demo`: what Topoplace does, on this machine, with no cluster.
+# 1. validate the example policies; 2. mutate example training workloads offline and show the
+# diff and warnings; 3. run the real HTTPS admission server and send it one AdmissionReview;
+# 4. discover this machine's hardware as the node agent would label it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+section() { printf '\n\033[1m== %s ==\033[0m\n' "$*"; }
+
+section "1. Validate the example policies (policies/*.yaml)"
+topoplace-webhook validate policies/
+
+for pod in examples/pods/*.yaml; do
+    section "2. topoplace-webhook mutate --policies policies/ ${pod} --output diff"
+    # Warnings go to stderr, the diff to stdout; show both in order.
+    topoplace-webhook mutate --policies policies/ "${pod}" --namespace ml-team --output diff 2>&1
+done
+
+section "3. The admission server over HTTPS: one real AdmissionReview v1 round trip"
+python examples/demo_serve.py
+
+section "4. topoplace-agent discover --output table (this machine's /sys)"
+topoplace-agent discover --output table
+
+section "4b. The labels this node would get (JSON)"
+topoplace-agent discover --output json | python -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["labels"], indent=2))'
