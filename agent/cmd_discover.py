@@ -1,0 +1,46 @@
+"""`topoplace-agent discover`: read this node's hardware once and print labels and topology."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+__all__ = ["add_arguments", "run"]
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.discovery import add_discovery_arguments
+
+    add_discovery_arguments(parser)
+    parser.add_argument(
+        "--output",
+        choices=["json", "table"],
+        default="json",
+        help="json: {labels, annotations, topology} (default); table: a human view",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.discovery import DiscoveryError, discover, options_from_args
+    from agent.table import render_table
+
+    try:
+        result = discover(options_from_args(args))
+    except DiscoveryError as e:
+        log.error("discovery failed: %s", e)
+        return 1
+    if args.output == "table":
+        sys.stdout.write(render_table(result.labels, result.topology))
+    else:
+        doc = {
+            "labels": dict(result.labels),
+            "annotations": dict(result.annotations),
+            "topology": result.topology.as_dict(),
+        }
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,61 @@
+"""Discovery sources: each reads one kind of raw fact under a root path and derives nothing.
+
+Every source exposes `discover(root, ...) -> frozen dataclass`. The helpers here are the one
+place attribute files are read and cleaned, so a missing, empty or garbled file produces the
+same `SysfsError` everywhere and the caller decides whether to skip the device.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["SysfsError", "read_int", "read_link_name", "read_text"]
+
+# sysfs attributes are small; reading a bounded amount keeps a bogus huge file harmless.
+_MAX_ATTR = 4096
+
+
+class SysfsError(Exception):
+    """An attribute file or link that is missing, empty or not in the expected format."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing  # absent rather than broken: often normal (optional attribute)
+
+
+def read_text(path: str, *, allow_empty: bool = False) -> str:
+    """The stripped text of an attribute file; SysfsError when missing, unreadable or empty."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_ATTR)
+    except FileNotFoundError:
+        raise SysfsError(f"{path}: missing", missing=True) from None
+    except OSError as e:
+        raise SysfsError(f"{path}: unreadable ({e.strerror})") from None
+    text = data.decode("utf-8", "replace").strip()
+    if not text and not allow_empty:
+        raise SysfsError(f"{path}: empty")
+    return text
+
+
+def read_int(path: str, *, base: int = 10) -> int:
+    """An integer attribute (`0x10de` is read with base=16); SysfsError when not a number."""
+    text = read_text(path)
+    try:
+        return int(text, base)
+    except ValueError:
+        raise SysfsError(f"{path}: not a number: {text[:40]!r}") from None
+
+
+def read_link_name(path: str) -> str:
+    """The last component of a symlink's target (`device -> ../../../0000:18:00.0`)."""
+    try:
+        target = os.readlink(path)
+    except FileNotFoundError:
+        raise SysfsError(f"{path}: missing", missing=True) from None
+    except OSError as e:
+        raise SysfsError(f"{path}: not a readable link ({e.strerror})") from None
+    name = os.path.basename(os.path.normpath(target))
+    if not name or name in (".", ".."):
+        raise SysfsError(f"{path}: link target {target!r} names nothing")
+    return name

@@ -1,0 +1,140 @@
+"""CPU source: online CPUs, packages (sockets), physical cores and NUMA nodes with CPU lists.
+
+Reads `devices/system/cpu/online`, `cpuN/topology/{physical_package_id,thread_siblings_list}`
+and `devices/system/node/nodeN/cpulist`. A kernel built without NUMA has no node directory:
+then every online CPU is on node 0 (what `numa_node` -1 means on such a machine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.sources import SysfsError, read_int, read_text
+
+__all__ = ["CpuInfo", "discover", "format_cpulist", "parse_cpulist"]
+
+log = logging.getLogger(__name__)
+
+_CPU_DIR = re.compile(r"cpu(\d+)")
+_NODE_DIR = re.compile(r"node(\d+)")
+# Upper bound on a CPU number we accept from a list, so "0-4000000000" cannot eat memory.
+_MAX_CPU = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class CpuInfo:
+    online: frozenset[int]
+    packages: Mapping[int, frozenset[int]]  # physical_package_id -> online CPUs
+    cores: tuple[frozenset[int], ...]  # one entry per physical core: its hardware threads
+    numa_nodes: Mapping[int, frozenset[int]]  # node id -> CPUs (nodes without CPUs included)
+    numa_from_sysfs: bool  # False when the kernel shows no node directory
+
+
+def parse_cpulist(text: str) -> frozenset[int]:
+    """`0-55,112-167` → the set of CPU numbers; ValueError on anything else."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        first, sep, last = part.partition("-")
+        lo = int(first)
+        hi = int(last) if sep else lo
+        if lo < 0 or hi < lo or hi >= _MAX_CPU:
+            raise ValueError(f"bad CPU range {part!r}")
+        cpus.update(range(lo, hi + 1))
+    return frozenset(cpus)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """The kernel's compact form: {0,1,2,5} → `0-2,5`."""
+    ordered = sorted(cpus)
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _read_cpulist(path: str, *, allow_empty: bool = False) -> frozenset[int]:
+    text = read_text(path, allow_empty=allow_empty)
+    try:
+        return parse_cpulist(text)
+    except ValueError:
+        raise SysfsError(f"{path}: not a CPU list: {text[:40]!r}") from None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _online(cpu_dir: str) -> frozenset[int]:
+    try:
+        return _read_cpulist(os.path.join(cpu_dir, "online"))
+    except SysfsError as e:
+        log.info("no usable online CPU list, counting cpuN directories: %s", e)
+    return frozenset(int(m[1]) for n in _listdir(cpu_dir) if (m := _CPU_DIR.fullmatch(n)))
+
+
+def _numa_nodes(node_dir: str) -> dict[int, frozenset[int]]:
+    nodes: dict[int, frozenset[int]] = {}
+    for name in _listdir(node_dir):
+        m = _NODE_DIR.fullmatch(name)
+        if not m:
+            continue
+        path = os.path.join(node_dir, name, "cpulist")
+        try:
+            # A memory-only node (CXL, HBM) prints an empty list: a node without CPUs.
+            nodes[int(m[1])] = _read_cpulist(path, allow_empty=True)
+        except SysfsError as e:
+            log.warning("skipping NUMA node %s: %s", name, e)
+    return nodes
+
+
+def discover(root: Path) -> CpuInfo:
+    cpu_dir = os.path.join(root, "devices/system/cpu")
+    online = _online(cpu_dir)
+    packages: dict[int, set[int]] = {}
+    cores: list[frozenset[int]] = []
+    seen: set[int] = set()
+    for cpu in sorted(online):
+        topo = os.path.join(cpu_dir, f"cpu{cpu}", "topology")
+        try:
+            package = read_int(os.path.join(topo, "physical_package_id"))
+        except SysfsError as e:
+            log.warning("skipping CPU %d: %s", cpu, e)
+            continue
+        packages.setdefault(package, set()).add(cpu)
+        if cpu in seen:
+            continue  # its core was read with an earlier sibling: one read per core
+        try:
+            siblings = _read_cpulist(os.path.join(topo, "thread_siblings_list")) & online
+        except SysfsError as e:
+            log.warning("CPU %d: no thread siblings, counting it as its own core: %s", cpu, e)
+            siblings = frozenset()
+        core = siblings | {cpu}
+        seen |= core
+        cores.append(frozenset(core))
+    node_dir = os.path.join(root, "devices/system/node")
+    nodes = _numa_nodes(node_dir) if os.path.isdir(node_dir) else {}
+    from_sysfs = bool(nodes)
+    if not nodes and online:
+        nodes = {0: online}
+    return CpuInfo(
+        online=online,
+        packages={p: frozenset(c) for p, c in sorted(packages.items())},
+        cores=tuple(cores),
+        numa_nodes={n: c & online for n, c in sorted(nodes.items())},
+        numa_from_sysfs=from_sysfs,
+    )

@@ -1,0 +1,113 @@
+"""NVML source (optional): product name, memory, UUID and NVLink count per GPU, by PCI address.
+
+Everything here is enrichment: sysfs alone finds the GPUs. A missing library, no driver, no
+GPU or an NVML error yields an empty result with the reason, logged once per process — never
+an exception (a driver that loads late must not crash-loop the agent). NVML is initialised once
+per process and reused, since discovery runs on every resync.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+
+__all__ = ["NvmlGpu", "NvmlInfo", "discover", "normalize_bus_id"]
+
+log = logging.getLogger(__name__)
+
+# Links probed per GPU; NVML answers an error past the GPU's real count (18 on H100).
+_MAX_NVLINKS = 18
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlGpu:
+    bdf: str
+    name: str
+    uuid: str
+    memory_bytes: int
+    nvlinks: int  # active NVLink links
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlInfo:
+    gpus: Mapping[str, NvmlGpu]  # by normalised bdf
+    driver_version: str | None
+    reason: str | None  # why nothing was read; None when NVML answered
+
+
+def normalize_bus_id(bus_id: str | bytes) -> str:
+    """NVML's `00000000:1B:00.0` → sysfs's `0000:1b:00.0`."""
+    text = bus_id.decode() if isinstance(bus_id, bytes) else bus_id
+    domain, _, rest = text.strip().lower().partition(":")
+    return f"{int(domain, 16):04x}:{rest}"
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@functools.cache
+def _session() -> tuple[ModuleType | None, str | None]:
+    """(pynvml, None) once NVML is initialised, or (None, reason); decided once per process."""
+    try:
+        import pynvml
+    except ImportError as e:
+        reason = f"pynvml is not installed ({e})"
+    else:
+        try:
+            pynvml.nvmlInit()
+            return pynvml, None
+        except pynvml.NVMLError as e:  # no driver, driver/library mismatch, no permission
+            reason = f"NVML did not initialise: {e}"
+    log.info("NVML unavailable, GPUs come from sysfs only: %s", reason)
+    return None, reason
+
+
+def _nvlinks(pynvml: ModuleType, handle: object) -> int:
+    count = 0
+    for link in range(_MAX_NVLINKS):
+        try:
+            if pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED:
+                count += 1
+        except pynvml.NVMLError:
+            break  # past the last link, or NVLink not supported at all
+    return count
+
+
+def _read_gpus(pynvml: ModuleType) -> tuple[dict[str, NvmlGpu], str | None]:
+    gpus: dict[str, NvmlGpu] = {}
+    driver = _text(pynvml.nvmlSystemGetDriverVersion())
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        bdf = normalize_bus_id(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+        gpus[bdf] = NvmlGpu(
+            bdf=bdf,
+            name=_text(pynvml.nvmlDeviceGetName(handle)),
+            uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+            memory_bytes=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+            nvlinks=_nvlinks(pynvml, handle),
+        )
+    return gpus, driver
+
+
+_reported: set[str] = set()
+
+
+def discover(*, enabled: bool = True) -> NvmlInfo:
+    if not enabled:
+        return NvmlInfo(gpus={}, driver_version=None, reason="disabled (--no-nvml)")
+    pynvml, reason = _session()
+    if pynvml is None:
+        return NvmlInfo(gpus={}, driver_version=None, reason=reason)
+    try:
+        gpus, driver = _read_gpus(pynvml)
+    except pynvml.NVMLError as e:  # a GPU fell off the bus, the driver is resetting…
+        reason = f"NVML query failed: {e}"
+        if reason not in _reported:  # once per distinct reason, not on every resync
+            _reported.add(reason)
+            log.warning("NVML query failed, GPUs come from sysfs only: %s", e)
+        return NvmlInfo(gpus={}, driver_version=None, reason=reason)
+    return NvmlInfo(gpus=gpus, driver_version=driver, reason=None)
