@@ -1,0 +1,161 @@
+"""The mutation engine: one pure function from (pod, namespace, policies) to a Mutation.
+
+No I/O and no mutation of the input: the pod is copied once, each step edits the copy, and
+the RFC 6902 patch is the diff of copy against input, so patch and result always agree.
+Each step lives in its own module (affinity, resources, datasets, launcher, env).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.affinity import add_preferred, add_required, dataset_preferences, required_expressions
+from webhook.datasets import add_datasets
+from webhook.env import add_env
+from webhook.launcher import bind_numa
+from webhook.mutation import EngineSettings, Mutation
+from webhook.patch import clone, json_diff
+from webhook.policy import PlacementPolicy
+from webhook.policy_loader import PolicySet
+from webhook.quantity import parse_quantity
+from webhook.resources import ResourcePlan, apply_resources
+from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
+from webhook.workers import all_containers, pod_gpus, select_workers
+
+__all__ = ["InvalidPod", "mutate"]
+
+_DEFAULT_SETTINGS = EngineSettings()
+
+
+class InvalidPod(ValueError):
+    """The object is not shaped like a Pod (or pod template); the server answers 400."""
+
+
+def mutate(
+    pod: dict[str, Any],
+    namespace: str,
+    policies: PolicySet,
+    settings: EngineSettings = _DEFAULT_SETTINGS,
+) -> Mutation:
+    """Apply the policy the pod names (label topoplace.io/policy) and return the verdict."""
+    metadata = _mapping(pod.get("metadata"), "metadata")
+    labels = _mapping(metadata.get("labels"), "metadata.labels")
+    name = labels.get(POLICY_LABEL)
+    if name is None:
+        return Mutation(pod=pod)
+    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    if MIRROR_ANNOTATION in annotations:
+        return Mutation(
+            pod=pod,
+            policy=name,
+            warnings=[f"static (mirror) pod: policy {name!r} not applied"],
+        )
+    policy = policies.get(name)
+    if policy is None:
+        return Mutation(
+            pod=pod,
+            policy=name,
+            warnings=[
+                f"placement policy {name!r} (label {POLICY_LABEL}) does not exist; pod admitted "
+                f"unchanged. Known policies: {_some(policies.names)}"
+            ],
+        )
+    if not policy.allows_namespace(namespace):
+        return _forbidden(pod, policy, namespace)
+    applied = f"{name}@{policies.hash_of(name)}"
+    if annotations.get(APPLIED_ANNOTATION) == applied:
+        return Mutation(pod=pod, policy=name)
+
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        raise InvalidPod("spec must be an object holding the pod's containers")
+    for key in ("containers", "initContainers"):
+        _containers(spec.get(key), f"spec.{key}")
+    new = clone(pod)
+    warnings: list[str] = []
+    _apply(new["spec"], policy, settings, warnings)
+    new_metadata = new.setdefault("metadata", {})
+    new_metadata["annotations"] = {
+        **(new_metadata.get("annotations") or {}),
+        APPLIED_ANNOTATION: applied,
+    }
+    return Mutation(pod=new, patch=json_diff(pod, new), warnings=warnings, policy=name)
+
+
+def _apply(
+    spec: dict[str, Any], policy: PlacementPolicy, settings: EngineSettings, warnings: list[str]
+) -> None:
+    rules = policy.spec
+    workers = select_workers(
+        spec, names=rules.workers, resource=rules.gpu_resource, warnings=warnings
+    )
+    add_datasets(
+        spec,
+        rules.datasets,
+        workers,
+        cache_root=settings.cache_root,
+        image=settings.prefetch_image,
+        warnings=warnings,
+    )
+    plan = _plan(policy)
+    worker_ids = {id(w) for w in workers}
+    for container in all_containers(spec):
+        apply_resources(container, plan, worker=id(container) in worker_ids, warnings=warnings)
+    mode = rules.launcher.numa_binding
+    for worker in workers:
+        if mode is not None and not bind_numa(worker, mode):
+            warnings.append(
+                f"worker container {worker.get('name', '?')}: no torchrun found in command/args; "
+                f"--numa-binding={mode} not added"
+            )
+        add_env(worker, rules.env, warnings=warnings)
+    gpus = pod_gpus(spec, rules.gpu_resource)
+    add_required(spec, required_expressions(rules.placement, gpus=gpus, warnings=warnings))
+    add_preferred(spec, dataset_preferences(rules.datasets))
+
+
+def _plan(policy: PlacementPolicy) -> ResourcePlan:
+    resources = policy.spec.resources
+    memory = resources.memory_per_gpu
+    return ResourcePlan(
+        guaranteed=resources.guaranteed,
+        gpu_resource=policy.spec.gpu_resource,
+        cpu_per_gpu=resources.cpu_per_gpu,
+        memory_per_gpu=parse_quantity(memory) if memory is not None else None,
+        rdma_resource=resources.rdma.resource if resources.rdma else None,
+        rdma_per_gpu=resources.rdma.per_gpu if resources.rdma else 0,
+    )
+
+
+def _forbidden(pod: dict[str, Any], policy: PlacementPolicy, namespace: str) -> Mutation:
+    allowed = ", ".join(policy.spec.namespaces or ())
+    reason = (
+        f"namespace {namespace!r} may not use placement policy {policy.name!r} "
+        f"(allowed namespaces: {allowed}); remove label {POLICY_LABEL} from the pod or ask "
+        f"the platform team to add the namespace to the policy's spec.namespaces"
+    )
+    if policy.spec.on_missing == "deny":
+        return Mutation(pod=pod, allowed=False, denial=reason, policy=policy.name)
+    return Mutation(pod=pod, warnings=[reason + "; pod admitted unchanged"], policy=policy.name)
+
+
+def _some(names: tuple[str, ...], limit: int = 10) -> str:
+    if not names:
+        return "(none loaded)"
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidPod(f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _containers(value: Any, where: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+        raise InvalidPod(f"{where} must be a list of container objects")

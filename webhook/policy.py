@@ -1,0 +1,333 @@
+"""The PlacementPolicy file format (DESIGN.md "Policy files"), as strict pydantic v2 models.
+
+Every field is checked at load time so the engine can trust a policy completely: label
+keys/values the scheduler will see, quantities, env names and paths are all validated here.
+YAML uses camelCase (`cpuPerGpu`); Python uses snake_case through an alias generator, and
+validation errors report the YAML spelling.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from agent.k8s_names import label_key_problem, label_value_problem
+from agent.vocabulary import LINK_WORDS
+from webhook.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "NUMA_BINDINGS",
+    "SOURCE_SCHEMES",
+    "Dataset",
+    "Launcher",
+    "Metadata",
+    "Placement",
+    "PlacementPolicy",
+    "PolicySpec",
+    "Rdma",
+    "Resources",
+]
+
+API_VERSION = "topoplace.io/v1alpha1"
+KIND = "PlacementPolicy"
+# torchrun --numa-binding choices (PyTorch >= 2.8).
+NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
+SOURCE_SCHEMES = ("s3", "gs", "http", "https", "file")
+TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Namespace names are DNS labels; a glob may add fnmatch's * ? [ ] !.
+_NAMESPACE_GLOB = re.compile(r"[-a-z0-9*?\[\]!]+")
+_QUALIFIED_RESOURCE = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+)
+
+
+def _raise_if(problem: str | None) -> None:
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def _label_value(value: str) -> str:
+    _raise_if(label_value_problem(value))
+    return value
+
+
+def _nonempty_label_value(value: str) -> str:
+    if not value:
+        raise ValueError("must not be empty")
+    return _label_value(value)
+
+
+def _label_name(value: str) -> str:
+    if "/" in value:
+        raise ValueError(f"{value!r} must be a label name without '/'")
+    _raise_if(label_key_problem(value))  # a key without prefix is checked as a bare name
+    return value
+
+
+def _label_key(value: str) -> str:
+    _raise_if(label_key_problem(value))
+    return value
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a container name: lowercase alphanumerics and '-', at most 63"
+        )
+    return value
+
+
+def _namespace_glob(value: str) -> str:
+    if not value or len(value) > 63 or not _NAMESPACE_GLOB.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a namespace glob: use lowercase alphanumerics, '-', and * ? [ ]"
+        )
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
+
+
+def _env_value(value: Any) -> Any:
+    # YAML turns `1` into an int; accept numbers, but not `yes`/`on` (YAML 1.1 booleans).
+    if isinstance(value, bool):
+        raise ValueError("a YAML boolean is ambiguous as an environment value: quote it")
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _positive_quantity(value: Any) -> str:
+    try:
+        amount = parse_quantity(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    if amount <= 0:
+        raise ValueError(f"must be a positive quantity, got {value!r}")
+    return str(value)
+
+
+def _extended_resource(value: str) -> str:
+    if len(value) > 253 or not _QUALIFIED_RESOURCE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not an extended resource name such as nvidia.com/gpu or rdma/ib"
+        )
+    return value
+
+
+def _mount_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} must be an absolute path")
+    if posixpath.normpath(value) == "/":
+        raise ValueError("must not be '/': mounting a dataset over the root hides the image")
+    if ".." in value.split("/"):
+        raise ValueError(f"{value!r} must not contain '..'")
+    return value
+
+
+def _source_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in SOURCE_SCHEMES:
+        raise ValueError(f"{value!r} must be a URL with scheme {', '.join(SOURCE_SCHEMES)}")
+    if parts.scheme != "file" and not parts.netloc:
+        raise ValueError(f"{value!r} names no bucket or host")
+    if parts.scheme == "file" and not parts.path.startswith("/"):
+        raise ValueError(f"{value!r} must be file:///absolute/path")
+    return value
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+ContainerName = Annotated[str, AfterValidator(_dns_label)]
+NamespaceGlob = Annotated[str, AfterValidator(_namespace_glob)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+Quantity = Annotated[
+    str,
+    BeforeValidator(_positive_quantity),
+    Field(json_schema_extra={"pattern": r"^[0-9.]+(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"}),
+]
+LinkWord = Literal[LINK_WORDS]  # type: ignore[valid-type]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        strict=False,
+        use_attribute_docstrings=True,
+    )
+
+
+class Metadata(_Model):
+    """Object metadata; `name` is what pods put in their `topoplace.io/policy` label."""
+
+    name: Annotated[str, AfterValidator(_nonempty_label_value)]
+    """Policy name: a valid label value (pods select it by label)."""
+    labels: dict[LabelKey, LabelValue] = {}
+    annotations: dict[str, str] = {}
+
+
+class Placement(_Model):
+    """Node requirements, turned into required node affinity on the agent's labels."""
+
+    gpu_nic_link: LinkWord | None = None
+    """Worst acceptable GPU↔RDMA NIC link, best first: PIX, PXB, PHB, NODE, SYS."""
+    gpu_nic_pairs: bool = False
+    """Require topoplace.io/gpu-nic-pairs >= the pod's GPU count."""
+    single_numa_node: bool = False
+    """Require topoplace.io/max-gpus-per-numa-node >= the pod's GPU count."""
+    topology_manager_policies: (
+        Annotated[list[Literal[TOPOLOGY_MANAGER_POLICIES]], Field(min_length=1)] | None  # type: ignore[valid-type]
+    ) = None
+    """Acceptable kubelet topologyManagerPolicy values."""
+    required_labels: dict[LabelKey, LabelValue] = {}
+    """Extra node label = value requirements."""
+
+
+class Rdma(_Model):
+    """RDMA device-plugin resource requested per GPU."""
+
+    resource: Annotated[str, AfterValidator(_extended_resource)]
+    """Extended resource name, e.g. rdma/ib or nvidia.com/hostdev."""
+    per_gpu: Annotated[int, Field(gt=0, strict=True)] = 1
+    """Devices per GPU (a positive integer)."""
+
+
+class Resources(_Model):
+    """CPU, memory and RDMA for the pod's containers."""
+
+    guaranteed: bool = True
+    """Make every container Guaranteed QoS (requests == limits) with integer CPUs for workers."""
+    cpu_per_gpu: Annotated[Decimal, Field(gt=0, allow_inf_nan=False)] | None = None
+    """CPUs per GPU for workers that set no CPU."""
+    memory_per_gpu: Quantity | None = None
+    """Memory per GPU (a Kubernetes quantity, e.g. 96Gi) for workers that set no memory."""
+    rdma: Rdma | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_cpu(cls, data: Any) -> Any:
+        # Decimal's lax mode would read `cpuPerGpu: true` as 1.
+        if isinstance(data, dict) and isinstance(data.get("cpuPerGpu"), bool):
+            raise ValueError("cpuPerGpu must be a number, not a boolean")
+        return data
+
+
+class Dataset(_Model):
+    """A dataset cached on nodes under the webhook's cache root."""
+
+    name: Annotated[str, AfterValidator(_label_name)]
+    """Dataset name: a label name (it becomes dataset.topoplace.io/<name>)."""
+    version: Annotated[str, AfterValidator(_nonempty_label_value)]
+    """Version: a label value (the node label's value)."""
+    source: Annotated[str, AfterValidator(_source_url)]
+    """Where prefetch downloads from: s3://, gs://, http(s)://, file:///."""
+    mount_path: Annotated[str, AfterValidator(_mount_path)]
+    """Where workers see the version directory (read-only)."""
+    prefer_weight: Annotated[int, Field(ge=1, le=100, strict=True)] = 50
+    """Preferred node affinity weight for nodes that hold this version."""
+    prefetch: bool = True
+    """Add the prefetch init container that downloads the version before workers start."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_as_text(cls, data: Any) -> Any:
+        # `version: 2024` is an int in YAML; the label value is the same text.
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, int | float) and not isinstance(version, bool):
+            return {**data, "version": str(version)}
+        return data
+
+
+class Launcher(_Model):
+    """How the training launcher is adjusted."""
+
+    numa_binding: Literal[NUMA_BINDINGS] | None = None  # type: ignore[valid-type]
+    """torchrun --numa-binding mode: node, socket, exclusive or core-complex."""
+
+
+class PolicySpec(_Model):
+    """What the webhook does to a pod that names this policy."""
+
+    namespaces: Annotated[list[NamespaceGlob], Field(min_length=1)] | None = None
+    """Namespace globs allowed to use the policy; omit to allow every namespace."""
+    gpu_resource: Annotated[str, AfterValidator(_extended_resource)] = "nvidia.com/gpu"
+    """Extended resource that counts GPUs."""
+    workers: Annotated[list[ContainerName], Field(min_length=1)] | None = None
+    """Worker container names; default: containers with a GPU limit."""
+    placement: Placement = Placement()
+    resources: Resources = Resources()
+    datasets: list[Dataset] = []
+    launcher: Launcher = Launcher()
+    env: dict[EnvName, EnvValue] = {}
+    """Environment added to workers; never overrides a variable the container sets."""
+    on_missing: Literal["warn", "deny"] = "warn"
+    """When the pod's namespace may not use this policy: warn (admit unchanged) or deny."""
+
+    @model_validator(mode="after")
+    def _unique_datasets(self) -> PolicySpec:
+        for attr in ("name", "mount_path"):
+            seen: set[str] = set()
+            for dataset in self.datasets:
+                value = getattr(dataset, attr)
+                if value in seen:
+                    raise ValueError(f"two datasets share {to_camel(attr)} {value!r}")
+                seen.add(value)
+        return self
+
+
+class PlacementPolicy(_Model):
+    """A Topoplace placement policy (one YAML document)."""
+
+    model_config = ConfigDict(
+        title="PlacementPolicy",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+
+    api_version: Literal["topoplace.io/v1alpha1"]
+    kind: Literal["PlacementPolicy"]
+    metadata: Metadata
+    spec: PolicySpec = PolicySpec()
+
+    _namespace_pattern: re.Pattern[str] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        globs = self.spec.namespaces
+        if globs is not None:
+            # One compiled alternation: the allowlist check is a single match per request.
+            joined = "|".join(f"(?:{fnmatch.translate(g)})" for g in globs)
+            self._namespace_pattern = re.compile(joined)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def allows_namespace(self, namespace: str) -> bool:
+        pattern = self._namespace_pattern
+        return pattern is None or pattern.match(namespace) is not None
