@@ -1,0 +1,375 @@
+"""`topoplace-webhook certs`: keep the shared serving certificate and the caBundle fresh.
+
+Runs as a native sidecar beside `serve` in every webhook replica. Each pass:
+1. reads the Secret; when it is missing, unusable or expiring within --renew-before-days,
+   writes a new pair with optimistic concurrency (create → 409 AlreadyExists or replace with
+   resourceVersion → 409 Conflict means another replica wrote first: re-read and use theirs),
+   so all replicas serve ONE pair;
+2. writes tls.crt/tls.key into --out-dir (an emptyDir shared with `serve`, which reloads on
+   content change) only when the content differs;
+3. sets `caBundle` on every webhook of the MutatingWebhookConfiguration whose bundle differs.
+Then it sleeps --check-interval seconds. Failures are logged and retried with capped,
+jittered backoff; the sidecar never exits on a transient error (except with --once).
+
+The decisions live in webhook/cert_bootstrap.py; this module is the I/O around them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import logging
+import os
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+    from webhook.cert_bootstrap import Action, StoredMaterial
+
+__all__ = [
+    "CertSync",
+    "PassResult",
+    "Settings",
+    "add_arguments",
+    "api_client_for",
+    "backoff_delay",
+    "run",
+    "run_loop",
+]
+
+log = logging.getLogger("topoplace.certs")
+
+# Writers racing on the Secret: one of them wins each round, so a few rounds always suffice.
+_MAX_WRITE_ROUNDS = 5
+# --once gives up after this many failed passes (a person or a test is waiting).
+_ONCE_ATTEMPTS = 3
+_BACKOFF_CAP_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    namespace: str
+    secret: str
+    service: str
+    webhook_config: str
+    out_dir: Path
+    check_interval: float
+    renew_before: dt.timedelta
+    validity_days: int
+    once: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """What one pass did, for logs and tests."""
+
+    action: Action
+    reason: str
+    wrote_secret: bool
+    wrote_files: bool
+    patched_webhooks: int
+
+
+class _ConflictStorm(Exception):
+    """The Secret changed under us on every round; retried like any transient failure."""
+
+
+class _WebhookConfigMissing(Exception):
+    """The MutatingWebhookConfiguration does not exist (yet); retried."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namespace", required=True, help="namespace of the Secret")
+    parser.add_argument("--secret", required=True, help="Secret shared by all replicas")
+    parser.add_argument("--service", required=True, help="Service name the API server calls")
+    parser.add_argument(
+        "--webhook-config", required=True, help="MutatingWebhookConfiguration to set caBundle on"
+    )
+    parser.add_argument(
+        "--out-dir", required=True, type=Path, help="directory for tls.crt/tls.key (serve reads)"
+    )
+    parser.add_argument("--check-interval", type=float, default=300.0, metavar="S")
+    parser.add_argument("--renew-before-days", type=int, default=30, metavar="DAYS")
+    parser.add_argument("--validity-days", type=int, default=365, metavar="DAYS")
+    parser.add_argument("--once", action="store_true", help="one successful pass, then exit")
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig for local use (default: in-cluster inside a pod, else $KUBECONFIG)",
+    )
+
+
+def _settings(args: argparse.Namespace) -> Settings | str:
+    """Settings from the command line, or a message saying what to fix."""
+    if args.validity_days < 2:
+        return "--validity-days must be at least 2"
+    if not 0 < args.renew_before_days < args.validity_days:
+        return (
+            f"--renew-before-days ({args.renew_before_days}) must be positive and smaller than "
+            f"--validity-days ({args.validity_days}), or every pass would renew"
+        )
+    if args.check_interval <= 0:
+        return "--check-interval must be positive"
+    return Settings(
+        namespace=args.namespace,
+        secret=args.secret,
+        service=args.service,
+        webhook_config=args.webhook_config,
+        out_dir=args.out_dir,
+        check_interval=args.check_interval,
+        renew_before=dt.timedelta(days=args.renew_before_days),
+        validity_days=args.validity_days,
+        once=args.once,
+    )
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class CertSync:
+    """One pass of Secret → files → caBundle over a kubernetes-asyncio ApiClient."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        settings: Settings,
+        *,
+        clock: Callable[[], dt.datetime] = _utcnow,
+    ) -> None:
+        from kubernetes_asyncio import client
+
+        self._api = api
+        self._core = client.CoreV1Api(api)
+        self._admission = client.AdmissionregistrationV1Api(api)
+        self._settings = settings
+        self._clock = clock
+
+    async def sync_once(self) -> PassResult:
+        material, action, reason, wrote_secret = await self._ensure_secret()
+        wrote_files = self._write_files(material)
+        patched = await self._ensure_ca_bundle(material)
+        return PassResult(action, reason, wrote_secret, wrote_files, patched)
+
+    async def _read_secret(self) -> Any:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        s = self._settings
+        try:
+            return await self._core.read_namespaced_secret(s.secret, s.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def _ensure_secret(self) -> tuple[StoredMaterial, Action, str, bool]:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        from webhook import cert_bootstrap as cb
+
+        s = self._settings
+        names = cb.service_dns_names(s.service, s.namespace)
+        for _ in range(_MAX_WRITE_ROUNDS):
+            secret = await self._read_secret()
+            stored = cb.parse_secret_data(secret.data if secret is not None else None)
+            now = self._clock()
+            decision = cb.assess(stored, dns_names=names, now=now, renew_before=s.renew_before)
+            if decision.action is cb.Action.KEEP and stored is not None:
+                return stored, decision.action, decision.reason, False
+            fresh = cb.issue(
+                decision, stored, dns_names=names, now=now, validity_days=s.validity_days
+            )
+            metadata: dict[str, Any] = {
+                "name": s.secret,
+                "namespace": s.namespace,
+                "labels": {"app.kubernetes.io/name": "topoplace-webhook"},
+            }
+            body: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": metadata,
+                # A Secret's type is immutable: keep whatever an existing one has.
+                "type": (secret.type if secret is not None else None) or "kubernetes.io/tls",
+                "data": cb.secret_data(fresh),
+            }
+            try:
+                if secret is None:
+                    await self._core.create_namespaced_secret(s.namespace, body)
+                else:
+                    metadata["resourceVersion"] = secret.metadata.resource_version
+                    metadata["labels"] = {**(secret.metadata.labels or {}), **metadata["labels"]}
+                    await self._core.replace_namespaced_secret(s.secret, s.namespace, body)
+            except ApiException as exc:
+                if exc.status == 409:
+                    log.info(
+                        "another replica wrote the secret first; re-reading it",
+                        extra={"secret": s.secret},
+                    )
+                    continue
+                raise
+            log.info(
+                "wrote a new serving certificate to the secret (%s): %s",
+                decision.action.value,
+                decision.reason,
+                extra={"secret": s.secret, "namespace": s.namespace},
+            )
+            return fresh, decision.action, decision.reason, True
+        raise _ConflictStorm(f"secret {s.namespace}/{s.secret} changed on every write attempt")
+
+    def _write_files(self, material: StoredMaterial) -> bool:
+        from webhook.certs import write_pair
+
+        out = self._settings.out_dir
+        out.mkdir(parents=True, exist_ok=True)
+        cert_path, key_path = out / "tls.crt", out / "tls.key"
+        if _read_or_empty(cert_path) == material.serving.cert_pem and (
+            _read_or_empty(key_path) == material.serving.key_pem
+        ):
+            return False
+        write_pair(material.serving, cert_path, key_path)
+        log.info("serving certificate written for serve to load", extra={"dir": str(out)})
+        return True
+
+    async def _ensure_ca_bundle(self, material: StoredMaterial) -> int:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        from webhook.cert_bootstrap import ca_bundle, ca_bundle_patch
+
+        name = self._settings.webhook_config
+        try:
+            config = await self._admission.read_mutating_webhook_configuration(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise _WebhookConfigMissing(
+                    f"MutatingWebhookConfiguration {name} not found"
+                ) from exc
+            raise
+        plain = self._api.sanitize_for_serialization(config)
+        ops = ca_bundle_patch(plain, ca_bundle(material, now=self._clock()))
+        if not ops:
+            return 0
+        await self._admission.patch_mutating_webhook_configuration(
+            name, ops, _content_type="application/json-patch+json"
+        )
+        count = len(ops) // 2  # a test op + a set op per webhook
+        log.info("caBundle updated on %d webhook(s)", count, extra={"webhook_config": name})
+        return count
+
+
+def _read_or_empty(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def backoff_delay(failures: int, *, rng: Callable[[], float] = random.random) -> float:
+    """Capped exponential backoff with jitter: ~1, 2, 4 … 60 s, each scaled by 0.5-1."""
+    base = min(_BACKOFF_CAP_S, 2.0 ** max(0, failures - 1))
+    return base * (0.5 + rng() / 2)
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status", None)
+    if status in (401, 403):
+        return (
+            f"HTTP {status} {getattr(exc, 'reason', '')}: check the webhook ServiceAccount's "
+            "Role/ClusterRole (secrets get/create/update, mutatingwebhookconfigurations get/patch)"
+        )
+    if status is not None:
+        return f"HTTP {status} {getattr(exc, 'reason', '')}".strip()
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def run_loop(
+    sync: CertSync,
+    settings: Settings,
+    *,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    rng: Callable[[], float] = random.random,
+) -> int:
+    """Pass after pass; returns only with --once (0 after a good pass, 1 after giving up)."""
+    from aiohttp import ClientError
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    transient = (
+        ApiException,
+        ClientError,
+        TimeoutError,
+        OSError,
+        _ConflictStorm,
+        _WebhookConfigMissing,
+    )
+    failures = 0
+    while True:
+        try:
+            result = await sync.sync_once()
+        except transient as exc:
+            failures += 1
+            if settings.once and failures >= _ONCE_ATTEMPTS:
+                log.error(
+                    "certificate sync failed %d times, giving up: %s", failures, _describe(exc)
+                )
+                return 1
+            delay = backoff_delay(failures, rng=rng)
+            log.warning(
+                "certificate sync failed (%s); retrying in %.1f s",
+                _describe(exc),
+                delay,
+                extra={"failures": failures},
+            )
+            await sleep(delay)
+            continue
+        failures = 0
+        log.debug(
+            "certificate sync pass done",
+            extra={"action": result.action.value, "reason": result.reason},
+        )
+        if settings.once:
+            return 0
+        await sleep(settings.check_interval)
+
+
+async def api_client_for(kubeconfig: Path | None) -> ApiClient:
+    """An ApiClient with its own Configuration: in-cluster inside a pod, else a kubeconfig."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        await config.load_kube_config(
+            config_file=str(kubeconfig) if kubeconfig else None,
+            client_configuration=configuration,
+            persist_config=False,
+        )
+    return client.ApiClient(configuration=configuration)
+
+
+async def _main(settings: Settings, kubeconfig: Path | None) -> int:
+    from kubernetes_asyncio.config import ConfigException
+
+    try:
+        api = await api_client_for(kubeconfig)
+    except (ConfigException, OSError) as exc:
+        log.error("certs: cannot load Kubernetes client configuration: %s", exc)
+        return 1
+    async with api:
+        return await run_loop(CertSync(api, settings), settings)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if isinstance(settings, str):
+        log.error("certs: %s", settings)
+        return 2
+    try:
+        return asyncio.run(_main(settings, args.kubeconfig))
+    except KeyboardInterrupt:
+        return 130
