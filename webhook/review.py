@@ -1,0 +1,232 @@
+"""AdmissionReview `admission.k8s.io/v1` on the wire: types, request validation, response builder.
+
+Two error channels: a body that is not a usable AdmissionReview raises `MalformedReview`
+(the server answers HTTP 400 with its message); a pod the policy rejects is a normal
+response with `allowed: false` (built here by `build_response`).
+
+The wire types are logic-free TypedDicts with the camelCase names Kubernetes uses; the parsed
+request is a frozen dataclass so the admission logic never touches raw JSON shapes it has not
+been promised.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, NotRequired, TypedDict, cast
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "MAX_WARNING_CHARS",
+    "WARNING_PREFIX",
+    "AdmissionRequest",
+    "AdmissionResponse",
+    "AdmissionReviewIn",
+    "AdmissionReviewOut",
+    "GroupVersionKind",
+    "MalformedReview",
+    "Operation",
+    "ResponseStatus",
+    "ReviewRequest",
+    "build_response",
+    "format_warning",
+    "parse_review",
+]
+
+API_VERSION: Final = "admission.k8s.io/v1"
+KIND: Final = "AdmissionReview"
+# kube-apiserver truncates longer warnings; keep each one readable in `kubectl` output.
+MAX_WARNING_CHARS: Final = 120
+WARNING_PREFIX: Final = "topoplace: "
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+_OPERATIONS: Final[frozenset[str]] = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class AdmissionRequest(TypedDict):
+    uid: str
+    kind: GroupVersionKind
+    operation: Operation
+    namespace: NotRequired[str]
+    name: NotRequired[str]
+    object: NotRequired[dict[str, Any] | None]
+    oldObject: NotRequired[dict[str, Any] | None]
+    dryRun: NotRequired[bool]
+
+
+class AdmissionReviewIn(TypedDict):
+    apiVersion: Literal["admission.k8s.io/v1"]
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+class ResponseStatus(TypedDict):
+    code: int
+    message: str
+
+
+class AdmissionResponse(TypedDict):
+    uid: str
+    allowed: bool
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]
+    warnings: NotRequired[list[str]]
+    status: NotRequired[ResponseStatus]
+
+
+class AdmissionReviewOut(TypedDict):
+    apiVersion: Literal["admission.k8s.io/v1"]
+    kind: Literal["AdmissionReview"]
+    response: AdmissionResponse
+
+
+class MalformedReview(ValueError):
+    """The body is not an AdmissionReview v1 this webhook can answer; `str(exc)` says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewRequest:
+    """The parts of a validated request that the admission logic reads."""
+
+    uid: str
+    operation: Operation
+    kind: GroupVersionKind
+    namespace: str
+    name: str
+    object: dict[str, Any] | None
+    dry_run: bool
+
+    @property
+    def is_pod_create(self) -> bool:
+        return (
+            self.operation == "CREATE"
+            and self.kind["kind"] == "Pod"
+            and self.kind["group"] == ""
+            and self.kind["version"] == "v1"
+        )
+
+
+def _field(doc: dict[str, Any], key: str, kind: type, where: str, *, required: bool = True) -> Any:
+    value = doc.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind):
+        expected = {dict: "an object", str: "a string", list: "a list", bool: "a boolean"}[kind]
+        got = "missing" if key not in doc else type(value).__name__
+        raise MalformedReview(f"{where}{key} must be {expected} (got {got})")
+    return value
+
+
+def _check_pod(obj: dict[str, Any]) -> None:
+    """Shape checks the mutation engine relies on; the API server validates the rest later."""
+    kind = obj.get("kind", "Pod")
+    api_version = obj.get("apiVersion", "v1")
+    if kind != "Pod" or api_version != "v1":
+        raise MalformedReview(
+            f"request.object is {api_version!s}/{kind!s}, but request.kind says v1/Pod"
+        )
+    metadata = _field(obj, "metadata", dict, "request.object.", required=False) or {}
+    for key in ("labels", "annotations"):
+        mapping = _field(metadata, key, dict, "request.object.metadata.", required=False)
+        if mapping and not all(isinstance(v, str) for v in mapping.values()):
+            raise MalformedReview(f"request.object.metadata.{key} values must all be strings")
+    spec = _field(obj, "spec", dict, "request.object.")
+    for key in ("containers", "initContainers"):
+        containers = _field(spec, key, list, "request.object.spec.", required=key == "containers")
+        if containers and not all(isinstance(c, dict) for c in containers):
+            raise MalformedReview(f"request.object.spec.{key} must be a list of objects")
+
+
+def parse_review(body: bytes | str) -> ReviewRequest:
+    """Validate one request body; raise `MalformedReview` naming the first problem."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise MalformedReview(f"body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MalformedReview("body must be a JSON object (an AdmissionReview)")
+    if doc.get("kind") != KIND:
+        raise MalformedReview(f"kind must be {KIND!r} (got {doc.get('kind')!r})")
+    if doc.get("apiVersion") != API_VERSION:
+        raise MalformedReview(
+            f"apiVersion must be {API_VERSION!r} (got {doc.get('apiVersion')!r}); "
+            "set admissionReviewVersions: [v1] in the MutatingWebhookConfiguration"
+        )
+    request = _field(doc, "request", dict, "")
+    uid = _field(request, "uid", str, "request.")
+    if not uid:
+        raise MalformedReview("request.uid must not be empty")
+    operation = _field(request, "operation", str, "request.")
+    if operation not in _OPERATIONS:
+        raise MalformedReview(
+            f"request.operation must be one of {sorted(_OPERATIONS)} (got {operation!r})"
+        )
+    gvk = _field(request, "kind", dict, "request.")
+    for key in ("group", "version", "kind"):
+        _field(gvk, key, str, "request.kind.", required=False)
+    kind = GroupVersionKind(
+        group=gvk.get("group") or "", version=gvk.get("version") or "", kind=gvk.get("kind") or ""
+    )
+    namespace = _field(request, "namespace", str, "request.", required=False) or ""
+    name = _field(request, "name", str, "request.", required=False) or ""
+    dry_run = _field(request, "dryRun", bool, "request.", required=False) or False
+    obj = _field(request, "object", dict, "request.", required=False)
+    parsed = ReviewRequest(
+        uid=uid,
+        operation=cast(Operation, operation),
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        object=obj,
+        dry_run=dry_run,
+    )
+    if parsed.is_pod_create:
+        if obj is None:
+            raise MalformedReview("request.object must hold the Pod for a Pod CREATE")
+        _check_pod(obj)
+    return parsed
+
+
+def format_warning(text: str) -> str:
+    """`topoplace: ` + text, on one line, cut to MAX_WARNING_CHARS with an ellipsis."""
+    line = WARNING_PREFIX + " ".join(text.split())
+    if len(line) <= MAX_WARNING_CHARS:
+        return line
+    return line[: MAX_WARNING_CHARS - 1].rstrip() + "…"
+
+
+def build_response(
+    uid: str,
+    *,
+    allowed: bool = True,
+    patch: Sequence[dict[str, Any]] = (),
+    warnings: Iterable[str] = (),
+    status_message: str | None = None,
+    status_code: int = 403,
+) -> AdmissionReviewOut:
+    """The AdmissionReview to send back. Pure: no I/O, no clock, no globals.
+
+    `patchType` appears only with a non-empty patch; a denial (`allowed=False`) carries
+    `status.code`/`status.message` so `kubectl` shows the reason.
+    """
+    response: AdmissionResponse = {"uid": uid, "allowed": allowed}
+    if patch and allowed:
+        raw = json.dumps(list(patch), separators=(",", ":"), ensure_ascii=False).encode()
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(raw).decode("ascii")
+    formatted = [format_warning(w) for w in warnings]
+    if formatted:
+        response["warnings"] = formatted
+    if not allowed:
+        message = status_message or "denied by topoplace"
+        response["status"] = {"code": status_code, "message": message}
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
