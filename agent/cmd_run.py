@@ -1,0 +1,137 @@
+"""`topoplace-agent run`: keep this node's owned labels and topology annotation in sync.
+
+The DaemonSet's command. Wires the pieces together: kubeconfig/in-cluster client, the sync
+loop, the dataset cache watcher and the health/metrics server. SIGTERM or SIGINT stops it
+cleanly with exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+__all__ = ["add_arguments", "run"]
+
+log = logging.getLogger(__name__)
+
+# The cache watcher checks its stop flag at least this often; allow it that long on shutdown.
+_WATCHER_GRACE = 3.0
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.discovery import add_discovery_arguments
+
+    node_default = os.environ.get("NODE_NAME") or None
+    parser.add_argument(
+        "--node-name",
+        default=node_default,
+        required=node_default is None,
+        metavar="NAME",
+        help="the Node to label (default: $NODE_NAME, set from the downward API)",
+    )
+    add_discovery_arguments(parser)
+    parser.add_argument(
+        "--resync-interval",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="S",
+        help="re-discover and repair labels every S seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9101,
+        metavar="PORT",
+        help="port for /healthz, /readyz and /metrics; 0 picks a free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-host", default="0.0.0.0", metavar="ADDR", help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
+    )
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+    from functools import partial
+
+    from agent.agent_health import AgentMetrics, HealthServer
+    from agent.cache_watch import watch_cache
+    from agent.discovery import discover, options_from_args
+    from agent.node_client import connect
+    from agent.sync_loop import SyncEvent, SyncLoop, log_event
+
+    options = options_from_args(args)
+    metrics = AgentMetrics()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def emit(event: SyncEvent) -> None:
+        log_event(event)
+        metrics.record(event)
+
+    async with (
+        connect(kubeconfig=args.kubeconfig, on_call=metrics.record) as nodes,
+        HealthServer(metrics, host=args.metrics_host, port=args.metrics_port),
+    ):
+        sync = SyncLoop(
+            nodes,
+            partial(discover, options),
+            node_name=args.node_name,
+            resync_interval=args.resync_interval,
+            emit=emit,
+        )
+        watcher = asyncio.create_task(watch_cache(options.dataset_root, sync.poke, stop=stop))
+        log.info(
+            "keeping node labels in sync",
+            extra={"node": args.node_name, "resync_interval": args.resync_interval},
+        )
+        try:
+            await sync.run(stop)
+        finally:
+            stop.set()
+            done, _ = await asyncio.wait({watcher}, timeout=_WATCHER_GRACE)
+            if not done:
+                watcher.cancel()
+    log.info("stopped", extra={"node": args.node_name})
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from agent.node_client import ConfigError
+
+    try:
+        return asyncio.run(_serve(args))
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 1
+    except OSError as exc:
+        # Almost always the metrics port: already taken or not allowed.
+        log.error(
+            "cannot start: %s (is --metrics-port %d in use? pick another or 0)",
+            exc,
+            args.metrics_port,
+        )
+        return 1

@@ -1,0 +1,163 @@
+"""The node agent's sync loop end to end: real kubernetes-asyncio client, fake API server,
+real discovery on a tiny sysfs tree, real dataset-cache watcher."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+from agent.cache_layout import version_dir
+from agent.discovery import DiscoveryOptions, discover
+from agent.node_diff import owned_part
+from agent.vocabulary import TOPOLOGY_ANNOTATION, Label, dataset_label, is_owned_key
+from tests.agent_sync.conftest import NODE
+from tests.agent_sync.fake_apiserver import MERGE, FakeApiServer
+from tests.agent_sync.harness import complete_version, running_agent, wait_until
+
+FOREIGN = {
+    "kubernetes.io/hostname": NODE,
+    "nvidia.com/gpu.count": "8",
+    # Look like ours, are not: the agent must never touch them.
+    "topoplace.io.example/gpus": "3",
+    "x-topoplace.io/gpus": "3",
+    "dataset.topoplace.io.mirror/imagenet": "old",
+}
+FOREIGN_ANNOTATIONS = {
+    "node.alpha.kubernetes.io/ttl": "0",
+    "x-topoplace.io/topology": "{}",
+}
+
+
+async def test_first_sync_adds_exactly_the_owned_labels(
+    apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
+) -> None:
+    complete_version(dataset_root, "imagenet", "2024-06")
+    apiserver.add_node(NODE, labels=FOREIGN, annotations=FOREIGN_ANNOTATIONS)
+    expected = discover(options)
+
+    async with running_agent(apiserver, node=NODE, options=options) as agent:
+        await wait_until(lambda: agent.synced_count() >= 1)
+
+    labels = apiserver.labels(NODE)
+    assert owned_part(labels) == dict(expected.labels)
+    assert {k: v for k, v in labels.items() if not is_owned_key(k)} == FOREIGN
+    # Facts of the tiny tree and the cache, independent of the discovery code's output.
+    assert labels[Label.CPU_SOCKETS] == "1"
+    assert labels[dataset_label("imagenet")] == "2024-06"
+    annotations = apiserver.annotations(NODE)
+    assert annotations[TOPOLOGY_ANNOTATION] == expected.annotations[TOPOLOGY_ANNOTATION]
+    assert {k: v for k, v in annotations.items() if k != TOPOLOGY_ANNOTATION} == (
+        FOREIGN_ANNOTATIONS
+    )
+    patches = [r for r in apiserver.requests if r.method == "PATCH"]
+    assert len(patches) == 1
+    assert patches[0].content_type == MERGE
+    sent = {**patches[0].body["metadata"]["labels"], **patches[0].body["metadata"]["annotations"]}
+    assert all(is_owned_key(k) for k in sent)
+
+
+async def test_a_second_start_on_the_same_hardware_sends_no_write(
+    apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
+) -> None:
+    complete_version(dataset_root, "imagenet", "2024-06")
+    apiserver.add_node(NODE, labels=FOREIGN)
+    async with running_agent(apiserver, node=NODE, options=options) as first:
+        await wait_until(lambda: first.synced_count() >= 1)
+    version_after_first = apiserver.nodes[NODE]["metadata"]["resourceVersion"]
+    writes_after_first = apiserver.count("PATCH")
+
+    async with running_agent(apiserver, node=NODE, options=options) as second:
+        await wait_until(lambda: second.synced_count() >= 1)
+        assert [e.result for e in second.reconciles()] == ["unchanged"]
+
+    assert writes_after_first == 1
+    assert apiserver.count("PATCH") == 1
+    assert apiserver.nodes[NODE]["metadata"]["resourceVersion"] == version_after_first
+
+
+async def test_stale_owned_keys_go_and_similar_foreign_keys_stay(
+    apiserver: FakeApiServer, options: DiscoveryOptions
+) -> None:
+    stale = {Label.GPU_PRODUCT: "NVIDIA-A100", dataset_label("coco"): "2017"}
+    apiserver.add_node(NODE, labels={**FOREIGN, **stale}, annotations=FOREIGN_ANNOTATIONS)
+
+    async with running_agent(apiserver, node=NODE, options=options) as agent:
+        await wait_until(lambda: agent.synced_count() >= 1)
+
+    labels = apiserver.labels(NODE)
+    assert not set(stale) & set(labels)
+    for key, value in FOREIGN.items():
+        assert labels[key] == value
+    assert apiserver.annotations(NODE)["x-topoplace.io/topology"] == "{}"
+    (event,) = agent.reconciles()
+    removed = {c.key for c in event.changes if c.new is None}
+    assert removed == set(stale)
+
+
+async def test_an_owned_label_edited_by_hand_is_repaired_at_the_next_resync(
+    apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
+) -> None:
+    complete_version(dataset_root, "imagenet", "2024-06")
+    apiserver.add_node(NODE, labels=FOREIGN)
+    async with running_agent(
+        apiserver, node=NODE, options=options, resync_interval=0.2, watch=False
+    ) as agent:
+        await wait_until(lambda: agent.synced_count() >= 1)
+        good = apiserver.labels(NODE)
+        apiserver.edit(NODE, labels={Label.CPU_SOCKETS: "4", dataset_label("imagenet"): None})
+        await wait_until(lambda: apiserver.labels(NODE) == good)
+
+    repair = next(e for e in agent.reconciles() if e.result == "patched" and e.trigger != "start")
+    assert repair.trigger == "resync"
+    assert {(c.key, c.old, c.new) for c in repair.changes} == {
+        (Label.CPU_SOCKETS, "4", "1"),
+        (dataset_label("imagenet"), None, "2024-06"),
+    }
+
+
+async def test_dataset_marker_appearing_and_version_removed_follow_cache_events(
+    apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
+) -> None:
+    apiserver.add_node(NODE, labels=FOREIGN)
+    key = dataset_label("imagenet")
+    # Resync is an hour away: only the file-system events can explain the label changes.
+    async with running_agent(apiserver, node=NODE, options=options) as agent:
+        await wait_until(lambda: agent.synced_count() >= 1)
+        assert key not in apiserver.labels(NODE)
+
+        complete_version(dataset_root, "imagenet", "2024-06")
+        await wait_until(lambda: apiserver.labels(NODE).get(key) == "2024-06")
+
+        shutil.rmtree(version_dir(dataset_root, "imagenet", "2024-06"))
+        await wait_until(lambda: key not in apiserver.labels(NODE))
+
+    patched = [e for e in agent.reconciles() if e.result == "patched"]
+    assert [e.trigger for e in patched] == ["start", "cache", "cache"]
+    assert [(c.key, c.old, c.new) for c in patched[1].changes] == [(key, None, "2024-06")]
+    assert [(c.key, c.old, c.new) for c in patched[2].changes] == [(key, "2024-06", None)]
+    assert FOREIGN.items() <= apiserver.labels(NODE).items()
+
+
+async def test_a_prefetch_writing_thousands_of_files_causes_one_reconcile(
+    apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
+) -> None:
+    apiserver.add_node(NODE)
+    async with running_agent(apiserver, node=NODE, options=options) as agent:
+        await wait_until(lambda: agent.synced_count() >= 1)
+        # The prefetcher's order: download into a temporary sibling, rename, write the marker.
+        temp = dataset_root / "imagenet" / ".topoplace-tmp-abc"
+        temp.mkdir(parents=True)
+        for i in range(2000):
+            (temp / f"shard-{i:05d}.tar").write_bytes(b"x" * 16)
+        temp.rename(dataset_root / "imagenet" / "2024-06")
+        complete_version(dataset_root, "imagenet", "2024-06", files=0)
+        await wait_until(lambda: dataset_label("imagenet") in apiserver.labels(NODE))
+        gets_then = apiserver.count("GET")
+        # Give straggling events time to arrive; none may cause another pass.
+        await asyncio.sleep(0.8)
+
+    cache_passes = [e for e in agent.reconciles() if e.trigger == "cache"]
+    assert len(cache_passes) == 1
+    assert apiserver.count("GET") == gets_then
+    assert apiserver.count("PATCH") == 2  # the first sync and the dataset label
