@@ -26,5 +26,11 @@ def maximum_matching(adjacent: Sequence[Sequence[int]]) -> dict[int, int]:
         return False
 
     for left in range(len(adjacent)):
-        augment(left, set())
+        # Take a free partner when there is one; re-pair earlier vertices only when needed,
+        # so GPU0 keeps NIC0 rather than being pushed to NIC1 by GPU1.
+        free = next((r for r in adjacent[left] if r not in owner), None)
+        if free is not None:
+            owner[free] = left
+        else:
+            augment(left, set())
     return {left: right for right, left in sorted(owner.items())}
