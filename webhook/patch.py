@@ -69,6 +69,8 @@ def _diff_list(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> Non
         # The engine only ever adds list items; a shrink is rare enough to replace wholesale.
         ops.append({"op": "replace", "path": path, "value": clone(new)})
         return
+    if extra and _insert_scalars(old, new, path, ops):
+        return
     # Items were inserted either in front (injected init containers) or at the end (volumes,
     # env, mounts). Either alignment gives a correct patch; pick the one keeping more items.
     offset = extra if extra and _front_matches(old, new, extra) else 0
@@ -78,6 +80,27 @@ def _diff_list(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> Non
         _diff(item, new[index + offset], f"{path}/{index + offset}", ops)
     for index in range(len(old) + offset, len(new)):
         ops.append({"op": "add", "path": f"{path}/-", "value": clone(new[index])})
+
+
+def _insert_scalars(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> bool:
+    """Plain insertion into a list of strings (a flag into argv): one `add` per new item."""
+    if any(isinstance(item, dict | list) for item in old):
+        return False
+    prefix = 0
+    while prefix < len(old) and _equal(old[prefix], new[prefix]):
+        prefix += 1
+    suffix = 0
+    while suffix < len(old) - prefix and _equal(old[-1 - suffix], new[-1 - suffix]):
+        suffix += 1
+    if prefix + suffix != len(old):
+        return False
+    for index in range(prefix, len(new) - suffix):
+        ops.append({"op": "add", "path": f"{path}/{index}", "value": clone(new[index])})
+    return True
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def _front_matches(old: list[Any], new: list[Any], extra: int) -> bool:

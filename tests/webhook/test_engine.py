@@ -1,0 +1,414 @@
+"""Every mutation of DESIGN.md "Webhook behaviour", one behaviour per test."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+
+from agent.vocabulary import Label, dataset_label
+from tests.webhook.builders import GPU, SETTINGS, check_mutation, container, make_pod, policy_doc
+from webhook.engine import mutate
+from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
+
+PLACEMENT = {
+    "gpuNicLink": "PXB",
+    "gpuNicPairs": True,
+    "singleNumaNode": True,
+    "topologyManagerPolicies": ["single-numa-node", "restricted"],
+    "requiredLabels": {"example.com/pool": "h100"},
+}
+DATASET = {
+    "name": "imagenet",
+    "version": "2024-06",
+    "source": "s3://bucket/imagenet/",
+    "mountPath": "/data/imagenet",
+    "preferWeight": 80,
+}
+
+
+def terms(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    affinity = pod["spec"]["affinity"]["nodeAffinity"]
+    return affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+
+
+def expr(key: str, op: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": op, "values": list(values)}
+
+
+def by_name(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(i for i in items if i["name"] == name)
+
+
+# --- opt-in, missing policies, namespaces -------------------------------------------------
+
+
+def test_pod_without_label_passes_untouched(policies):
+    pod = make_pod(policy=None)
+    result = mutate(pod, "ml-team", policies(policy_doc("p")), SETTINGS)
+    assert result.pod is pod and result.patch == [] and result.policy is None
+    assert result.allowed and not result.warnings
+
+
+def test_unknown_policy_is_admitted_unchanged_with_a_warning(policies):
+    pod = make_pod(policy="no-such-policy")
+    result = mutate(pod, "ml-team", policies(policy_doc("p")), SETTINGS)
+    assert result.allowed and result.patch == [] and result.pod == pod
+    assert "no-such-policy" in result.warnings[0] and "does not exist" in result.warnings[0]
+
+
+def test_namespace_outside_allowlist_warns_by_default(policies):
+    policy_set = policies(policy_doc("p", namespaces=["ml-*"]))
+    result = mutate(make_pod(), "default", policy_set, SETTINGS)
+    assert result.allowed and result.patch == []
+    assert "'default'" in result.warnings[0] and "ml-*" in result.warnings[0]
+
+
+def test_namespace_outside_allowlist_is_denied_with_on_missing_deny(policies):
+    policy_set = policies(policy_doc("p", namespaces=["ml-*", "research"], onMissing="deny"))
+    result = mutate(make_pod(), "web", policy_set, SETTINGS)
+    assert not result.allowed and result.patch == []
+    assert (
+        "'web'" in result.denial and "'p'" in result.denial and "spec.namespaces" in result.denial
+    )
+    assert mutate(make_pod(), "research", policy_set, SETTINGS).allowed
+    assert mutate(make_pod(), "ml-vision", policy_set, SETTINGS).patch
+
+
+def test_mirror_pod_is_never_touched(policies):
+    pod = make_pod()
+    pod["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    result = mutate(pod, "ml-team", policies(policy_doc("p")), SETTINGS)
+    assert result.patch == [] and result.warnings
+
+
+# --- idempotence ---------------------------------------------------------------------------
+
+
+def test_applied_annotation_names_policy_and_hash_and_second_pass_is_empty(policies):
+    policy_set = policies(policy_doc("p", placement=PLACEMENT, datasets=[DATASET]))
+    pod = make_pod(container(gpus=8, command=["torchrun", "train.py"]))
+    first = mutate(pod, "ml-team", policy_set, SETTINGS)
+    applied = first.pod["metadata"]["annotations"][APPLIED_ANNOTATION]
+    assert applied == f"p@{policy_set.hash_of('p')}"
+    assert mutate(first.pod, "ml-team", policy_set, SETTINGS).patch == []
+
+
+def test_mutation_itself_is_idempotent_without_the_annotation(policies):
+    # A policy edit changes the hash; re-mutating must still add nothing but the annotation.
+    spec = {
+        "placement": PLACEMENT,
+        "datasets": [DATASET],
+        "launcher": {"numaBinding": "exclusive"},
+        "env": {"NCCL_DEBUG": "INFO"},
+        "resources": {"cpuPerGpu": 12, "memoryPerGpu": "96Gi", "rdma": {"resource": "rdma/ib"}},
+    }
+    policy_set = policies(policy_doc("p", **spec))
+    pod = make_pod(container(gpus=8, command=["bash", "-c", "torchrun train.py"]))
+    once = mutate(pod, "ml-team", policy_set, SETTINGS).pod
+    again = copy.deepcopy(once)
+    again["metadata"]["annotations"][APPLIED_ANNOTATION] = "p@older"
+    second = mutate(again, "ml-team", policy_set, SETTINGS)
+    assert second.patch == [
+        {
+            "op": "replace",
+            "path": "/metadata/annotations/topoplace.io~1applied",
+            "value": once["metadata"]["annotations"][APPLIED_ANNOTATION],
+        }
+    ]
+
+
+# --- node affinity -------------------------------------------------------------------------
+
+
+def test_required_affinity_created_when_pod_has_none(run_mutate):
+    pod = make_pod(container(gpus=4))
+    mutated, _ = run_mutate(pod, placement=PLACEMENT)
+    assert terms(mutated) == [
+        {
+            "matchExpressions": [
+                expr(Label.GPU_NIC_LINK, "In", "PIX", "PXB"),
+                expr(Label.GPU_NIC_PAIRS, "Gt", "3"),
+                expr(Label.MAX_GPUS_PER_NUMA_NODE, "Gt", "3"),
+                expr(Label.TOPOLOGY_MANAGER_POLICY, "In", "single-numa-node", "restricted"),
+                expr("example.com/pool", "In", "h100"),
+            ]
+        }
+    ]
+
+
+def test_required_affinity_added_to_every_existing_term_keeping_user_terms(run_mutate):
+    user_terms = [
+        {"matchExpressions": [expr("zone", "In", "a")]},
+        {"matchFields": [expr("metadata.name", "In", "node-7")]},
+        {"matchExpressions": [expr("example.com/pool", "In", "h100"), expr("x", "Exists")]},
+    ]
+    user_terms[2]["matchExpressions"][1].pop("values")
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": copy.deepcopy(user_terms)
+            }
+        }
+    }
+    pod = make_pod(container(gpus=2), affinity=affinity)
+    mutated, _ = run_mutate(
+        pod, placement={"gpuNicLink": "PIX", **{"requiredLabels": {"example.com/pool": "h100"}}}
+    )
+    got = terms(mutated)
+    assert len(got) == 3
+    link = expr(Label.GPU_NIC_LINK, "In", "PIX")
+    pool = expr("example.com/pool", "In", "h100")
+    assert got[0]["matchExpressions"] == [*user_terms[0]["matchExpressions"], link, pool]
+    assert got[1]["matchFields"] == user_terms[1]["matchFields"]
+    assert got[1]["matchExpressions"] == [link, pool]
+    # Already present: not added twice.
+    assert got[2]["matchExpressions"] == [*user_terms[2]["matchExpressions"], link]
+
+
+def test_gpu_count_rules_skipped_with_warning_for_a_pod_without_gpus(run_mutate):
+    pod = make_pod(container("server", resources={"limits": {"cpu": "2", "memory": "1Gi"}}))
+    mutated, result = run_mutate(pod, placement={"gpuNicPairs": True, "singleNumaNode": True})
+    assert "affinity" not in mutated["spec"]
+    assert any("gpuNicPairs skipped" in w for w in result.warnings)
+    assert any("singleNumaNode skipped" in w for w in result.warnings)
+
+
+def test_gpu_count_sums_app_containers(run_mutate):
+    pod = make_pod(container("a", gpus=2), container("b", gpus=3))
+    mutated, _ = run_mutate(pod, placement={"gpuNicPairs": True})
+    assert terms(mutated)[0]["matchExpressions"] == [expr(Label.GPU_NIC_PAIRS, "Gt", "4")]
+
+
+def test_dataset_preference_appended_after_user_preferences(run_mutate):
+    user_pref = {"weight": 10, "preference": {"matchExpressions": [expr("zone", "In", "b")]}}
+    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [user_pref]}}
+    pod = make_pod(container(gpus=1), affinity=affinity)
+    mutated, _ = run_mutate(pod, datasets=[DATASET])
+    preferred = mutated["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert preferred == [
+        user_pref,
+        {
+            "weight": 80,
+            "preference": {"matchExpressions": [expr(dataset_label("imagenet"), "In", "2024-06")]},
+        },
+    ]
+
+
+# --- resources -----------------------------------------------------------------------------
+
+
+def resources_of(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    spec = pod["spec"]
+    return by_name(spec.get("initContainers", []) + spec["containers"], name)["resources"]
+
+
+def test_worker_cpu_and_memory_from_per_gpu_settings(run_mutate):
+    pod = make_pod(container(gpus=8))
+    mutated, _ = run_mutate(pod, resources={"cpuPerGpu": 12, "memoryPerGpu": "96Gi"})
+    res = resources_of(mutated, "trainer")
+    assert res["limits"] == {GPU: 8, "cpu": "96", "memory": "768Gi"}
+    assert res["requests"] == res["limits"]
+
+
+def test_fractional_per_gpu_cpu_rounds_up_with_warning(run_mutate):
+    pod = make_pod(container(gpus=3))
+    mutated, result = run_mutate(pod, resources={"cpuPerGpu": 2.5, "memoryPerGpu": "10Gi"})
+    assert resources_of(mutated, "trainer")["limits"]["cpu"] == "8"  # 7.5 -> 8
+    assert any("rounded up to 8" in w for w in result.warnings)
+
+
+def test_user_cpu_wins_over_per_gpu_and_request_is_raised_to_limit(run_mutate):
+    res = {"limits": {GPU: 2, "cpu": "6", "memory": "64Gi"}, "requests": {"cpu": "2"}}
+    pod = make_pod(container(gpus=None, resources=res))
+    mutated, result = run_mutate(pod, resources={"cpuPerGpu": 12, "memoryPerGpu": "96Gi"})
+    got = resources_of(mutated, "trainer")
+    assert got["requests"]["cpu"] == got["limits"]["cpu"] == "6"
+    assert got["requests"]["memory"] == got["limits"]["memory"] == "64Gi"
+    assert not result.warnings
+
+
+def test_request_only_gets_a_matching_limit(run_mutate):
+    res = {"limits": {GPU: 1}, "requests": {"cpu": "4", "memory": "32Gi"}}
+    pod = make_pod(container(resources=res))
+    mutated, _ = run_mutate(pod)
+    got = resources_of(mutated, "trainer")
+    assert got["limits"]["cpu"] == "4" and got["limits"]["memory"] == "32Gi"
+
+
+def test_request_above_limit_is_lowered_to_the_limit(run_mutate):
+    res = {"limits": {GPU: 1, "cpu": "4", "memory": "8Gi"}, "requests": {"memory": "16Gi"}}
+    pod = make_pod(container(resources=res))
+    mutated, result = run_mutate(pod)
+    assert resources_of(mutated, "trainer")["requests"]["memory"] == "8Gi"
+    assert any("exceeds its limit" in w for w in result.warnings)
+
+
+def test_fractional_user_cpu_on_worker_rounds_up_but_not_on_sidecar(run_mutate):
+    worker = container(resources={"limits": {GPU: 1, "cpu": "1500m", "memory": "8Gi"}})
+    sidecar = container("logs", resources={"limits": {"cpu": "250m", "memory": "64Mi"}})
+    mutated, result = run_mutate(make_pod(worker, sidecar))
+    assert resources_of(mutated, "trainer")["limits"]["cpu"] == "2"
+    assert resources_of(mutated, "logs")["requests"]["cpu"] == "250m"
+    assert sum("rounded up" in w for w in result.warnings) == 1
+
+
+def test_every_container_kind_is_guaranteed(run_mutate):
+    pod = make_pod(
+        container(gpus=1, resources={"limits": {GPU: 1, "cpu": "4", "memory": "8Gi"}}),
+        container("exporter"),
+        initContainers=[
+            container("setup"),
+            container("proxy", restartPolicy="Always", resources={"requests": {"cpu": "50m"}}),
+        ],
+    )
+    mutated, result = run_mutate(pod)  # check_mutation asserts Guaranteed QoS
+    proxy = resources_of(mutated, "proxy")
+    assert proxy["limits"]["cpu"] == proxy["requests"]["cpu"] == "50m"
+    assert proxy["limits"]["memory"] == proxy["requests"]["memory"]
+    assert {w.split(":")[0] for w in result.warnings if "sets no" in w} == {
+        "container setup",
+        "container proxy",
+        "container exporter",
+    }
+
+
+def test_rdma_resource_is_gpus_times_per_gpu(run_mutate):
+    pod = make_pod(container(gpus=4))
+    mutated, _ = run_mutate(pod, resources={"rdma": {"resource": "rdma/ib", "perGpu": 2}})
+    got = resources_of(mutated, "trainer")
+    assert got["limits"]["rdma/ib"] == got["requests"]["rdma/ib"] == "8"
+
+
+def test_workers_listed_by_name(run_mutate):
+    pod = make_pod(
+        container("trainer", gpus=2, command=["torchrun", "x.py"]),
+        container("helper", gpus=1, command=["torchrun", "y.py"]),
+    )
+    mutated, result = run_mutate(
+        pod, workers=["trainer", "ghost"], launcher={"numaBinding": "node"}, env={"A": "1"}
+    )
+    helper = by_name(mutated["spec"]["containers"], "helper")
+    trainer = by_name(mutated["spec"]["containers"], "trainer")
+    assert helper["command"] == ["torchrun", "y.py"] and "env" not in helper
+    assert trainer["command"][1] == "--numa-binding=node" and trainer["env"] == [
+        {"name": "A", "value": "1"}
+    ]
+    assert any("ghost" in w for w in result.warnings)
+
+
+# --- datasets ------------------------------------------------------------------------------
+
+
+def test_dataset_volumes_prefetch_container_and_read_only_mount(run_mutate):
+    pod = make_pod(container(gpus=8), initContainers=[container("user-init")])
+    mutated, _ = run_mutate(pod, datasets=[DATASET])
+    spec = mutated["spec"]
+    inits = spec["initContainers"]
+    assert [c["name"] for c in inits][1:] == ["user-init"]
+    prefetch = inits[0]
+    assert prefetch["image"] == "img:1"
+    assert prefetch["command"] == [
+        "topoplace-agent", "prefetch", "--dataset", "imagenet", "--version", "2024-06",
+        "--source", "s3://bucket/imagenet/", "--cache-root", "/var/lib/topoplace/datasets",
+    ]  # fmt: skip
+    assert prefetch["securityContext"]["allowPrivilegeEscalation"] is False
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (cache_mount,) = prefetch["volumeMounts"]
+    assert volumes[cache_mount["name"]]["hostPath"] == {
+        "path": "/var/lib/topoplace/datasets/imagenet",
+        "type": "DirectoryOrCreate",
+    }
+    assert not cache_mount.get("readOnly")
+    (mount,) = by_name(spec["containers"], "trainer")["volumeMounts"]
+    assert mount["mountPath"] == "/data/imagenet" and mount["readOnly"] is True
+    assert volumes[mount["name"]]["hostPath"]["path"] == (
+        "/var/lib/topoplace/datasets/imagenet/2024-06"
+    )
+    for name in volumes:
+        assert len(name) <= 63
+
+
+def test_dataset_without_prefetch_only_mounts(run_mutate):
+    pod = make_pod(container(gpus=1))
+    mutated, _ = run_mutate(pod, datasets=[{**DATASET, "prefetch": False}])
+    assert "initContainers" not in mutated["spec"]
+    assert len(mutated["spec"]["volumes"]) == 1
+
+
+def test_cache_root_is_a_webhook_setting(policies):
+    from pathlib import Path
+
+    from webhook.mutation import EngineSettings
+
+    settings = EngineSettings(cache_root=Path("/mnt/nvme/cache"), prefetch_image="i:2")
+    pod = make_pod(container(gpus=1))
+    result = mutate(pod, "ml-team", policies(policy_doc("p", datasets=[DATASET])), settings)
+    paths = {v["hostPath"]["path"] for v in result.pod["spec"]["volumes"]}
+    assert paths == {"/mnt/nvme/cache/imagenet", "/mnt/nvme/cache/imagenet/2024-06"}
+    assert result.pod["spec"]["initContainers"][0]["command"][-1] == "/mnt/nvme/cache"
+    check_mutation(pod, result)
+
+
+def test_dataset_mount_path_taken_by_user_is_left_alone(run_mutate):
+    pod = make_pod(
+        container(gpus=1, volumeMounts=[{"name": "mine", "mountPath": "/data/imagenet"}]),
+        volumes=[{"name": "mine", "emptyDir": {}}],
+    )
+    mutated, result = run_mutate(pod, datasets=[DATASET])
+    assert by_name(mutated["spec"]["containers"], "trainer")["volumeMounts"] == [
+        {"name": "mine", "mountPath": "/data/imagenet"}
+    ]
+    assert any("already mounts mine" in w for w in result.warnings)
+
+
+# --- launcher and env ----------------------------------------------------------------------
+
+
+def test_worker_without_torchrun_gets_a_warning(run_mutate):
+    pod = make_pod(container(gpus=1, command=["python", "serve.py"]))
+    mutated, result = run_mutate(pod, launcher={"numaBinding": "socket"})
+    assert mutated["spec"]["containers"][0]["command"] == ["python", "serve.py"]
+    assert any("no torchrun" in w and "trainer" in w for w in result.warnings)
+
+
+def test_env_added_without_overriding_pod_values(run_mutate):
+    env = [
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+        {"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
+    pod = make_pod(container(gpus=1, env=copy.deepcopy(env)))
+    mutated, _ = run_mutate(pod, env={"NCCL_DEBUG": "INFO", "X": "1", "NCCL_IB_HCA": "mlx5"})
+    assert mutated["spec"]["containers"][0]["env"] == [
+        *env,
+        {"name": "NCCL_IB_HCA", "value": "mlx5"},
+    ]
+
+
+def test_env_from_gets_a_precedence_warning(run_mutate):
+    pod = make_pod(container(gpus=1, envFrom=[{"configMapRef": {"name": "nccl"}}]))
+    _, result = run_mutate(pod, env={"NCCL_IB_HCA": "mlx5"})
+    assert any("envFrom" in w and "NCCL_IB_HCA" in w for w in result.warnings)
+
+
+# --- patch ---------------------------------------------------------------------------------
+
+
+def test_patch_escapes_slashes_in_annotation_keys(run_mutate):
+    pod = make_pod(container(gpus=1))
+    pod["metadata"]["annotations"] = {"a/b~c": "1"}
+    _, result = run_mutate(pod)
+    paths = [op["path"] for op in result.patch]
+    assert "/metadata/annotations/topoplace.io~1applied" in paths
+
+
+def test_patch_applies_to_a_pod_template_without_metadata_annotations(policies):
+    pod = make_pod(container(gpus=1))
+    pod["metadata"]["annotations"] = None
+    result = mutate(pod, "ml-team", policies(policy_doc("p")), SETTINGS)
+    assert jsonpatch.apply_patch(pod, result.patch) == result.pod
+    assert result.pod["metadata"]["annotations"][APPLIED_ANNOTATION].startswith("p@")
+    assert POLICY_LABEL in result.pod["metadata"]["labels"]
