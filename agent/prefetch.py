@@ -193,7 +193,7 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
     root = req.cache_root
     src = open_source(req.source, s3_endpoint_url=req.s3_endpoint_url)
     files = list_source(src, retry=retry)
-    total = sum(f.size for f in files)
+    total = sum(f.size or 0 for f in files)  # unknown HTTP sizes count as 0 until read
     log.info(
         "downloading %s@%s: %d files, %d bytes from %s with %d workers",
         req.dataset,
@@ -240,8 +240,9 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    written = progress.snapshot().bytes_done  # exact, also where HTTP gave no sizes
     try:
-        _write_marker(root, req, files=len(files), size=total)
+        _write_marker(root, req, files=len(files), size=written)
     except BaseException as exc:
         # The data is in place but unmarked: take it back out rather than leave it around.
         shutil.rmtree(vdir, ignore_errors=True)
@@ -251,12 +252,12 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
     log.info(
         "%s",
         format_summary(progress.snapshot(), what=f"{req.dataset}@{req.version}", source=req.source),
-        extra={"dataset": req.dataset, "version": req.version, "bytes": total},
+        extra={"dataset": req.dataset, "version": req.version, "bytes": written},
     )
     return PrefetchResult(
         path=vdir,
         cache_hit=False,
         files=len(files),
-        bytes=total,
+        bytes=written,
         seconds=time.monotonic() - started,
     )

@@ -106,6 +106,11 @@ _TRANSIENT_NAMES = {
 def classify_remote(exc: BaseException) -> RemoteKind:
     """How a failure talking to the source should be treated."""
     if isinstance(exc, FileNotFoundError):
+        # fsspec's HTTP filesystem reports every failed HEAD/GET (403, refused…) this way
+        cause = exc.__cause__
+        if cause is not None and not isinstance(cause, FileNotFoundError):
+            kind = classify_remote(cause)
+            return kind if kind != "other" else "not_found"
         return "not_found"
     if isinstance(exc, PermissionError):
         return "denied"
@@ -176,7 +181,7 @@ class Source:
 class RemoteFile:
     path: str  # as the filesystem names it
     rel: str  # POSIX path inside the version directory
-    size: int
+    size: int | None  # None when an HTTP server does not say
     md5: str | None  # hex digest when the store publishes one for this object
 
 
@@ -227,21 +232,30 @@ def _safe_rel(rel: str, url: str) -> str:
     return str(PurePosixPath(*parts))
 
 
+def _size(info: dict[str, Any]) -> int | None:
+    size = info.get("size")
+    return int(size) if size is not None else None
+
+
 def _list_once(src: Source) -> list[RemoteFile]:
+    # HTTP has no directories: a URL ending in "/" is read as an index page of links.
+    http_dir = src.protocol.startswith("http") and src.url.endswith("/")
     try:
-        info = src.fs.info(src.path)
+        info = {"type": "directory"} if http_dir else src.fs.info(src.path)
     except FileNotFoundError as exc:
+        if classify_remote(exc) != "not_found":
+            raise
         raise SourceNotFound(f"{src.url}: no such bucket, prefix or object") from exc
     if info.get("type") != "directory":
         name = PurePosixPath(src.path.split("?", 1)[0]).name or "data"
-        return [RemoteFile(src.path, name, int(info.get("size") or 0), _md5_of(info, src.protocol))]
+        return [RemoteFile(src.path, name, _size(info), _md5_of(info, src.protocol))]
     base = src.path.rstrip("/") + "/"
     out: list[RemoteFile] = []
     for path, entry in sorted(src.fs.find(src.path, detail=True).items()):
         if entry.get("type") == "directory" or path.endswith("/") or not path.startswith(base):
             continue
         rel = _safe_rel(path[len(base) :], src.url)
-        out.append(RemoteFile(path, rel, int(entry.get("size") or 0), _md5_of(entry, src.protocol)))
+        out.append(RemoteFile(path, rel, _size(entry), _md5_of(entry, src.protocol)))
     if not out:
         raise SourceNotFound(f"{src.url}: the prefix holds no files")
     files = {f.rel for f in out}
@@ -276,7 +290,7 @@ def _as_source_error(exc: Exception, url: str, attempts: int) -> SourceError:
 
 
 def _chunks(src: Source, f: RemoteFile, retry: RetryPolicy) -> Iterator[bytes]:
-    if src.ranged:
+    if src.ranged and f.size is not None:
         for start in range(0, f.size, CHUNK):
             end = min(start + CHUNK, f.size)
             yield retry.call(
@@ -349,7 +363,7 @@ def _fetch(
         written = 0
         try:
             written, got = _write_once(src, f, target, retry, shared, on_bytes)
-            if written != f.size:
+            if f.size is not None and written != f.size:
                 raise IntegrityError(f"{f.path}: got {written} bytes, listed as {f.size}")
             if f.md5 and shared.etag_is_md5 and got != f.md5:
                 if got == seen:  # same bytes twice: the ETag is not an MD5 (SSE-KMS, SSE-C)
@@ -393,7 +407,7 @@ def download(
         _fetch(src, f, dest, retry, shared, on_bytes)
         on_file()
 
-    order = sorted(files, key=lambda f: (-f.size, f.rel))
+    order = sorted(files, key=lambda f: (-(f.size or 0), f.rel))
     with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="prefetch") as pool:
         futures = [pool.submit(one, f) for f in order]
         try:
