@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -290,16 +291,17 @@ class PolicySpec(_Model):
     on_missing: Literal["warn", "deny"] = "warn"
     """When the pod's namespace may not use this policy: warn (admit unchanged) or deny."""
 
-    @model_validator(mode="after")
-    def _unique_datasets(self) -> PolicySpec:
+    @field_validator("datasets")
+    @classmethod
+    def _unique_datasets(cls, datasets: list[Dataset]) -> list[Dataset]:
         for attr in ("name", "mount_path"):
             seen: set[str] = set()
-            for dataset in self.datasets:
+            for dataset in datasets:
                 value = getattr(dataset, attr)
                 if value in seen:
                     raise ValueError(f"two datasets share {to_camel(attr)} {value!r}")
                 seen.add(value)
-        return self
+        return datasets
 
 
 class PlacementPolicy(_Model):
