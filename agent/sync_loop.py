@@ -105,6 +105,7 @@ class SyncLoop:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         backoff: Backoff | None = None,
+        cache_settle: float = 0.25,
     ) -> None:
         if resync_interval <= 0:
             raise ValueError("resync_interval must be positive")
@@ -117,6 +118,7 @@ class SyncLoop:
         self._clock = clock
         self._wall = wall_clock
         self._backoff = backoff or Backoff()
+        self._settle = cache_settle
         self._poked = asyncio.Event()
         self._poke_reason = ""
         self._last_good: NodeMeta | None = None
@@ -130,6 +132,10 @@ class SyncLoop:
         trigger: Trigger | None = "start"
         reason = "agent started"
         while trigger is not None and not stop.is_set():
+            if trigger == "cache":
+                # A burst (rename + marker, or a batch split by the watcher's debounce) often
+                # pokes twice; a short pause lets both land in this one pass.
+                await self._sleep(self._settle)
             event = await self.reconcile(trigger, reason)
             self._emit(event)
             # Only a healthy loop reacts to pokes early; while failing, the backoff rules.

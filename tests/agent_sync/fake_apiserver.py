@@ -48,11 +48,13 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """A planned answer for the next request: a status (with optional Retry-After) or a drop."""
+    """A planned answer for the next request (of `method`, when given): a status, with an
+    optional Retry-After, or a dropped connection."""
 
     status: int = 500
     retry_after: str | None = None
     drop: bool = False
+    method: str | None = None
 
 
 def _status(code: int, reason: str, message: str, **details: Any) -> web.Response:
@@ -246,8 +248,9 @@ class FakeApiServer:
     ) -> web.Response | None:
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return _status(401, "Unauthorized", "Unauthorized")
-        if self.faults:
-            fault = self.faults.popleft()
+        fault = next((f for f in self.faults if f.method in (None, request.method)), None)
+        if fault is not None:
+            self.faults.remove(fault)
             if fault.drop:
                 return None
             resp = _status(fault.status, _REASONS.get(fault.status, "InternalError"), "planned")

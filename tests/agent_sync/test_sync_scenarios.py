@@ -139,7 +139,7 @@ async def test_dataset_marker_appearing_and_version_removed_follow_cache_events(
     assert FOREIGN.items() <= apiserver.labels(NODE).items()
 
 
-async def test_a_prefetch_writing_thousands_of_files_causes_one_reconcile(
+async def test_a_prefetch_writing_a_thousand_files_causes_one_reconcile(
     apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
 ) -> None:
     apiserver.add_node(NODE)
@@ -148,8 +148,8 @@ async def test_a_prefetch_writing_thousands_of_files_causes_one_reconcile(
         # The prefetcher's order: download into a temporary sibling, rename, write the marker.
         temp = dataset_root / "imagenet" / ".topoplace-tmp-abc"
         temp.mkdir(parents=True)
-        for i in range(2000):
-            (temp / f"shard-{i:05d}.tar").write_bytes(b"x" * 16)
+        # In a thread, so the watcher sees the events while the "download" is still going.
+        await asyncio.to_thread(_write_shards, temp, 1000)
         temp.rename(dataset_root / "imagenet" / "2024-06")
         complete_version(dataset_root, "imagenet", "2024-06", files=0)
         await wait_until(lambda: dataset_label("imagenet") in apiserver.labels(NODE))
@@ -161,3 +161,8 @@ async def test_a_prefetch_writing_thousands_of_files_causes_one_reconcile(
     assert len(cache_passes) == 1
     assert apiserver.count("GET") == gets_then
     assert apiserver.count("PATCH") == 2  # the first sync and the dataset label
+
+
+def _write_shards(directory: Path, count: int) -> None:
+    for i in range(count):
+        (directory / f"shard-{i:05d}.tar").write_bytes(b"x" * 16)
