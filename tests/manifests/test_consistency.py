@@ -1,0 +1,293 @@
+"""The rendered manifests agree with the code they deploy: flags parse with the real
+parsers, names and paths line up across objects, label keys come from the vocabularies."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import posixpath
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.cache_layout import DEFAULT_CACHE_ROOT
+from agent.logsetup import add_logging_arguments
+from tests.manifests.rendered import REPO, Rendering, render
+from webhook.cert_bootstrap import service_dns_names
+from webhook.vocabulary import POLICY_LABEL
+
+
+@pytest.fixture(scope="module")
+def base() -> Rendering:
+    return render()
+
+
+def pod_spec(r: Rendering, kind: str, name: str) -> dict[str, Any]:
+    return r.one(kind, name)["spec"]["template"]["spec"]
+
+
+def container(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    for c in (spec.get("initContainers") or []) + spec["containers"]:
+        if c["name"] == name:
+            return c
+    raise LookupError(name)
+
+
+def webhook_pod(r: Rendering) -> dict[str, Any]:
+    return pod_spec(r, "Deployment", "topoplace-webhook")
+
+
+def agent_pod(r: Rendering) -> dict[str, Any]:
+    return pod_spec(r, "DaemonSet", "topoplace-agent")
+
+
+def parse(module: str, c: dict[str, Any], env: dict[str, str]) -> argparse.Namespace:
+    """Parse a container's args with the subcommand's real parser, expanding $(VAR) as the
+    kubelet does. An unknown or malformed flag fails here, as it would in the pod."""
+    assert c["command"] in (["topoplace-webhook"], ["topoplace-agent"])
+    args = list(c["args"])
+    for key, value in env.items():
+        args = [a.replace(f"$({key})", value) for a in args]
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_logging_arguments(parser)
+    importlib.import_module(module).add_arguments(parser)
+    assert args[0] == module.rsplit("cmd_", 1)[1]
+    return parser.parse_args(args[1:])
+
+
+def mount_of(spec: dict[str, Any], c: dict[str, Any], path: str) -> tuple[dict, dict]:
+    """The volumeMount holding `path` in container `c`, and its volume."""
+    best = max(
+        (m for m in c.get("volumeMounts") or [] if (path + "/").startswith(m["mountPath"] + "/")),
+        key=lambda m: len(m["mountPath"]),
+        default=None,
+    )
+    assert best is not None, f"{path} is not on any volume of container {c['name']}"
+    volume = next(v for v in spec["volumes"] if v["name"] == best["name"])
+    return best, volume
+
+
+# --- webhook --------------------------------------------------------------------------------
+
+
+def test_webhook_args_parse_with_the_real_parsers(base: Rendering) -> None:
+    spec = webhook_pod(base)
+    serve = parse("webhook.cmd_serve", container(spec, "serve"), {})
+    certs = parse("webhook.cmd_certs", container(spec, "certs"), {"POD_NAMESPACE": "ns"})
+    assert serve.policies and serve.tls_cert and certs.out_dir
+
+
+def test_object_selector_is_the_label_the_webhook_reads(base: Rendering) -> None:
+    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": POLICY_LABEL, "operator": "Exists"}]
+    }
+
+
+def test_webhook_never_intercepts_its_own_namespace_or_kube_system(base: Rendering) -> None:
+    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    own_namespace = base.one("Deployment", "topoplace-webhook")["metadata"]["namespace"]
+    (expr,) = hook["namespaceSelector"]["matchExpressions"]
+    assert expr["key"] == "kubernetes.io/metadata.name"
+    assert expr["operator"] == "NotIn"
+    assert {own_namespace, "kube-system"} <= set(expr["values"])
+
+
+def test_webhook_configuration_is_the_documented_one(base: Rendering) -> None:
+    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["sideEffects"] == "None"
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["matchPolicy"] == "Equivalent"
+    assert 1 <= hook["timeoutSeconds"] <= 10
+    assert "caBundle" not in hook["clientConfig"]  # the certs sidecar owns it
+
+
+def test_service_reaches_the_serve_port(base: Rendering) -> None:
+    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    ref = hook["clientConfig"]["service"]
+    service = base.one("Service", ref["name"])
+    assert service["metadata"]["namespace"] == ref["namespace"]
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == ref["port"]]
+    deployment = base.one("Deployment", "topoplace-webhook")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    serve = container(webhook_pod(base), "serve")
+    (target,) = [p for p in serve["ports"] if port["targetPort"] in (p["name"], p["containerPort"])]
+    assert target["containerPort"] == parse("webhook.cmd_serve", serve, {}).port
+
+
+def test_metrics_port_is_exposed_where_serve_listens(base: Rendering) -> None:
+    service = base.one("Service", "topoplace-webhook")
+    serve = container(webhook_pod(base), "serve")
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == "metrics"]
+    (target,) = [p for p in serve["ports"] if p["name"] == port["targetPort"]]
+    assert target["containerPort"] == parse("webhook.cmd_serve", serve, {}).metrics_port
+
+
+def test_policies_configmap_is_mounted_as_a_directory_at_the_policies_flag(
+    base: Rendering,
+) -> None:
+    spec = webhook_pod(base)
+    serve = container(spec, "serve")
+    policies_dir = str(parse("webhook.cmd_serve", serve, {}).policies)
+    mount, volume = mount_of(spec, serve, policies_dir)
+    assert mount["mountPath"] == policies_dir
+    assert "subPath" not in mount and "subPathExpr" not in mount  # subPath never updates
+    assert base.has("ConfigMap", volume["configMap"]["name"])
+
+
+def test_policies_configmap_holds_every_policy_file_unhashed(base: Rendering) -> None:
+    configmap = base.one("ConfigMap", "topoplace-policies")  # no hash suffix: hot reload
+    files = sorted((REPO / "policies").glob("*.yaml"))
+    assert sorted(configmap["data"]) == [f.name for f in files], (
+        "policies/Kustomization must list every policies/*.yaml"
+    )
+    for f in files:
+        assert configmap["data"][f.name] == f.read_text()
+
+
+def test_certs_writes_where_serve_reads(base: Rendering) -> None:
+    spec = webhook_pod(base)
+    serve, certs = container(spec, "serve"), container(spec, "certs")
+    served = parse("webhook.cmd_serve", serve, {})
+    written = parse("webhook.cmd_certs", certs, {"POD_NAMESPACE": "ns"})
+    out_dir = str(written.out_dir)
+    assert str(served.tls_cert) == posixpath.join(out_dir, "tls.crt")
+    assert str(served.tls_key) == posixpath.join(out_dir, "tls.key")
+    _, serve_volume = mount_of(spec, serve, str(served.tls_cert))
+    certs_mount, certs_volume = mount_of(spec, certs, posixpath.join(out_dir, "tls.crt"))
+    assert serve_volume == certs_volume and "emptyDir" in serve_volume
+    assert not certs_mount.get("readOnly", False)
+    assert certs["restartPolicy"] == "Always"  # a native sidecar: keeps renewing
+
+
+def test_certs_names_match_the_objects_and_rbac(base: Rendering) -> None:
+    spec = webhook_pod(base)
+    certs = container(spec, "certs")
+    args = parse("webhook.cmd_certs", certs, {"POD_NAMESPACE": "topoplace-system"})
+    (env,) = [e for e in certs["env"] if e["name"] == "POD_NAMESPACE"]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert base.has("Service", args.service)
+    assert base.has("MutatingWebhookConfiguration", args.webhook_config)
+    role = base.one("Role", "topoplace-webhook-certs")
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert all(r["resourceNames"] == [args.secret] for r in named)
+    cluster_role = base.one("ClusterRole", "topoplace-webhook-certs")
+    assert cluster_role["rules"][0]["resourceNames"] == [args.webhook_config]
+
+
+def test_prefetch_image_is_the_image_being_deployed(base: Rendering) -> None:
+    serve = container(webhook_pod(base), "serve")
+    assert parse("webhook.cmd_serve", serve, {}).prefetch_image == serve["image"]
+    agent = container(agent_pod(base), "agent")
+    assert agent["image"] == serve["image"]
+
+
+def test_webhook_is_highly_available(base: Rendering) -> None:
+    deployment = base.one("Deployment", "topoplace-webhook")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    (term,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= labels.items()
+    pdb = base.one("PodDisruptionBudget", "topoplace-webhook")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_dataset_cache_root_is_one_path_everywhere(base: Rendering) -> None:
+    spec = agent_pod(base)
+    agent = container(spec, "agent")
+    args = parse("agent.cmd_run", agent, {"NODE_NAME": "node-1"})
+    mount, volume = mount_of(spec, agent, str(args.dataset_root))
+    assert args.dataset_root == DEFAULT_CACHE_ROOT
+    assert mount["mountPath"] == volume["hostPath"]["path"] == str(DEFAULT_CACHE_ROOT)
+    assert volume["hostPath"]["type"] == "DirectoryOrCreate"
+    serve = parse("webhook.cmd_serve", container(webhook_pod(base), "serve"), {})
+    assert serve.dataset_cache_root == DEFAULT_CACHE_ROOT
+
+
+# --- agent ----------------------------------------------------------------------------------
+
+
+def test_agent_reads_the_hosts_sys_and_kubelet_config_read_only(base: Rendering) -> None:
+    spec = agent_pod(base)
+    agent = container(spec, "agent")
+    args = parse("agent.cmd_run", agent, {"NODE_NAME": "node-1"})
+    mount, volume = mount_of(spec, agent, str(args.sysfs_root))
+    assert mount["mountPath"] == str(args.sysfs_root) and mount["readOnly"] is True
+    assert volume["hostPath"]["path"] == "/sys"
+    mount, volume = mount_of(spec, agent, str(args.kubelet_config))
+    assert mount["mountPath"] == str(args.kubelet_config) and mount["readOnly"] is True
+    assert Path(volume["hostPath"]["path"]).name == Path(args.kubelet_config).name
+
+
+def test_agent_labels_the_node_it_runs_on(base: Rendering) -> None:
+    agent = container(agent_pod(base), "agent")
+    assert parse("agent.cmd_run", agent, {"NODE_NAME": "node-7"}).node_name == "node-7"
+    (env,) = [e for e in agent["env"] if e["name"] == "NODE_NAME"]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_agent_reaches_nvml_without_privileges(base: Rendering) -> None:
+    spec = agent_pod(base)
+    agent = container(spec, "agent")
+    env = {e["name"]: e.get("value") for e in agent["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    assert "runtimeClassName" not in spec  # not every cluster has one; see the overlay
+    assert agent["securityContext"]["privileged"] is False
+
+
+def test_agent_tolerates_gpu_taints_and_runs_on_linux(base: Rendering) -> None:
+    spec = agent_pod(base)
+    keys = {t["key"] for t in spec["tolerations"]}
+    assert "nvidia.com/gpu" in keys
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]} in term[
+        "matchExpressions"
+    ]
+
+
+def test_metrics_flag_matches_the_agents_probe_port(base: Rendering) -> None:
+    agent = container(agent_pod(base), "agent")
+    args = parse("agent.cmd_run", agent, {"NODE_NAME": "n"})
+    (port,) = agent["ports"]
+    assert port["containerPort"] == args.metrics_port
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert agent[probe]["httpGet"]["port"] in (port["name"], port["containerPort"])
+
+
+def test_policy_files_listed_in_the_generator_exist() -> None:
+    kustomization = yaml.safe_load((REPO / "policies" / "Kustomization").read_text())
+    (generator,) = kustomization["configMapGenerator"]
+    for name in generator["files"]:
+        assert (REPO / "policies" / name).is_file(), name
+    assert kustomization["generatorOptions"]["disableNameSuffixHash"] is True
+
+
+def test_service_dns_names_are_the_ones_the_api_server_dials(base: Rendering) -> None:
+    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    ref = hook["clientConfig"]["service"]
+    # the API server verifies the certificate against <service>.<namespace>.svc
+    assert service_dns_names(ref["name"], ref["namespace"])[0] == (
+        f"{ref['name']}.{ref['namespace']}.svc"
+    )

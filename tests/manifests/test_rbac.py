@@ -1,0 +1,122 @@
+"""RBAC grants exactly what the code calls: every rule is used by some kubernetes-asyncio call
+in the package its ServiceAccount runs, and every such call is granted.
+
+The (group, resource, verb) of a client method is read from the client itself: the URL
+template and HTTP method it sends, mapped to an authorization verb the way the API server's
+request-info resolver does (GET+name → get, POST → create, PUT → update, PATCH → patch…).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.manifests.rendered import REPO, Rendering, render
+
+Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
+
+_CALL = re.compile(r"\.([a-z][a-z0-9_]*)\(")
+_CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
+_API_CLASSES = [
+    cls for name, cls in inspect.getmembers(client, inspect.isclass) if name.endswith("Api")
+]
+
+
+@functools.cache
+def grant_of(method: str) -> Grant | None:
+    """The authorization attributes of a client method, or None if it is not an API call."""
+    for cls in _API_CLASSES:
+        impl = getattr(cls, f"{method}_with_http_info", None)
+        if impl is None:
+            continue
+        path, http = _CALL_API.search(inspect.getsource(impl)).groups()
+        parts = path.strip("/").split("/")
+        if parts[0] == "api":
+            group, rest = "", parts[2:]
+        else:
+            group, rest = parts[1], parts[3:]
+        if rest[:2] == ["namespaces", "{namespace}"]:
+            rest = rest[2:]
+        named = len(rest) > 1
+        resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+        verb = {
+            "GET": "get" if named else "list",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if named else "deletecollection",
+        }[http]
+        return group, resource, verb
+    return None
+
+
+def calls_in(package: str) -> dict[Grant, set[str]]:
+    """Every Kubernetes API call made anywhere in the package → the files making it."""
+    found: dict[Grant, set[str]] = defaultdict(set)
+    for path in sorted((REPO / package).rglob("*.py")):
+        for name in set(_CALL.findall(path.read_text())):
+            grant = grant_of(name)
+            if grant is not None:
+                found[grant].add(str(path.relative_to(REPO)))
+    return dict(found)
+
+
+def grants_of(r: Rendering, service_account: str) -> set[Grant]:
+    roles = {(o["kind"], o["metadata"]["name"]): o for o in r.all("Role") + r.all("ClusterRole")}
+    granted: set[Grant] = set()
+    for binding in r.all("RoleBinding") + r.all("ClusterRoleBinding"):
+        if not any(s["name"] == service_account for s in binding["subjects"]):
+            continue
+        role = roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    for verb in rule["verbs"]:
+                        assert "*" not in (group, resource, verb), f"wildcard in {rule}"
+                        granted.add((group, resource, verb))
+    return granted
+
+
+def test_the_resolver_reads_the_client_correctly() -> None:
+    # a few fixed points of the Kubernetes REST mapping, so a parsing slip cannot pass silently
+    assert grant_of("patch_node") == ("", "nodes", "patch")
+    assert grant_of("read_namespaced_secret") == ("", "secrets", "get")
+    assert grant_of("list_namespaced_pod") == ("", "pods", "list")
+    assert grant_of("replace_node_status") == ("", "nodes/status", "update")
+    assert grant_of("patch_mutating_webhook_configuration") == (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        "patch",
+    )
+    assert grant_of("read_text") is None
+
+
+@pytest.mark.parametrize(
+    ("service_account", "package"),
+    [("topoplace-agent", "agent"), ("topoplace-webhook", "webhook")],
+)
+def test_rbac_grants_exactly_the_calls_the_code_makes(service_account: str, package: str) -> None:
+    used = calls_in(package)
+    granted = grants_of(render(), service_account)
+    assert set(used) - granted == set(), f"calls without a grant: {used}"
+    assert granted - set(used) == set(), "granted but never called"
+
+
+def test_agent_calls_only_get_and_patch_on_nodes() -> None:
+    assert set(calls_in("agent")) == {("", "nodes", "get"), ("", "nodes", "patch")}
+
+
+def test_only_the_certs_sidecar_talks_to_the_api() -> None:
+    # `serve` runs without a ServiceAccount token, so no other webhook module may call the API
+    files = set().union(*calls_in("webhook").values())
+    assert files == {str(Path("webhook") / "cmd_certs.py")}
+
+
+def test_cert_manager_overlay_grants_the_webhook_nothing() -> None:
+    assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == set()

@@ -1,0 +1,97 @@
+"""Every container of every rendering is locked down, and host access is read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.kube import parse_quantity
+from tests.manifests.rendered import OVERLAYS, all_containers, render
+
+TARGETS = ["", *(f"overlays/{o}" for o in OVERLAYS)]
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def workloads(target: str) -> list[tuple[str, dict[str, Any]]]:
+    r = render(target)
+    return [
+        (o["metadata"]["name"], o["spec"]["template"]["spec"])
+        for o in r.objects
+        if o["kind"] in ("Deployment", "DaemonSet")
+    ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_container_is_non_root_read_only_and_unprivileged(target: str) -> None:
+    for name, spec in workloads(target):
+        pod_sc = spec.get("securityContext") or {}
+        assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC")
+        for c in all_containers(spec):
+            where = f"{target or 'base'}: {name}/{c['name']}"
+            sc = c["securityContext"]
+            assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
+            assert sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0, where
+            assert sc["readOnlyRootFilesystem"] is True, where
+            assert sc["allowPrivilegeEscalation"] is False, where
+            assert sc.get("privileged", False) is False, where
+            assert sc["capabilities"] == {"drop": ["ALL"]}, where
+            seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile"))
+            assert seccomp == {"type": "RuntimeDefault"}, where
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_container_has_bounded_resources(target: str) -> None:
+    for name, spec in workloads(target):
+        for c in all_containers(spec):
+            res = c["resources"]
+            for key in ("cpu", "memory"):
+                request = parse_quantity(res["requests"][key])
+                limit = parse_quantity(res["limits"][key])
+                assert 0 < request <= limit, f"{name}/{c['name']} {key}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_host_paths_are_mounted_read_only(target: str) -> None:
+    for name, spec in workloads(target):
+        host_volumes = {v["name"] for v in spec.get("volumes") or [] if "hostPath" in v}
+        for c in all_containers(spec):
+            for mount in c.get("volumeMounts") or []:
+                if mount["name"] in host_volumes:
+                    assert mount.get("readOnly") is True, f"{name}/{c['name']} {mount}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_api_token_only_where_the_api_is_called(target: str) -> None:
+    for name, spec in workloads(target):
+        assert "automountServiceAccountToken" in spec, name
+        if spec["automountServiceAccountToken"]:
+            assert name == "topoplace-agent"  # it GETs and PATCHes its Node
+            continue
+        token_volumes = {
+            v["name"]
+            for v in spec.get("volumes") or []
+            if any("serviceAccountToken" in s for s in v.get("projected", {}).get("sources", []))
+        }
+        holders = [
+            c["name"]
+            for c in all_containers(spec)
+            for m in c.get("volumeMounts") or []
+            if m["name"] in token_volumes
+        ]
+        expected = ["certs"] if target != "overlays/cert-manager" else []
+        assert holders == expected, f"{name}: token mounted in {holders}"
+        for c in all_containers(spec):
+            if c["name"] in holders:
+                (m,) = [m for m in c["volumeMounts"] if m["name"] in token_volumes]
+                assert m["mountPath"] == TOKEN_DIR and m["readOnly"] is True
+    for sa in render(target).all("ServiceAccount"):
+        assert sa["automountServiceAccountToken"] is False  # pods opt in, one by one
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_long_running_container_has_liveness_and_readiness_probes(target: str) -> None:
+    for name, spec in workloads(target):
+        for c in spec["containers"]:
+            assert c["livenessProbe"]["httpGet"]["path"] == "/healthz", f"{name}/{c['name']}"
+            assert c["readinessProbe"]["httpGet"]["path"] == "/readyz", f"{name}/{c['name']}"
