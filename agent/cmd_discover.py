@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 __all__ = ["add_arguments", "run"]
@@ -34,13 +35,19 @@ def run(args: argparse.Namespace) -> int:
         log.error("discovery failed: %s", e)
         return 1
     if args.output == "table":
-        sys.stdout.write(render_table(result.labels, result.topology))
+        text = render_table(result.labels, result.topology)
     else:
         doc = {
             "labels": dict(result.labels),
             "annotations": dict(result.annotations),
             "topology": result.topology.as_dict(),
         }
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        text = json.dumps(doc, indent=2) + "\n"
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `discover | head`: the reader went away, which is not a failure of discovery;
+        # point stdout at /dev/null so the interpreter's final flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agent.sources.cpu import format_cpulist
-from agent.topology import Topology
+from agent.topology import Nic, Topology
 
 __all__ = ["render_matrix", "render_table"]
 
@@ -15,6 +15,12 @@ def _grid(rows: Sequence[Sequence[str]]) -> list[str]:
     return [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     ]
+
+
+def _nic_facts(nic: Nic) -> list[str]:
+    facts = [nic.bdf, *nic.netdevs]
+    facts += [" ".join(filter(None, (p.state, p.rate))) for p in nic.ports if p.state or p.rate]
+    return facts
 
 
 def render_matrix(topo: Topology) -> list[str]:
@@ -36,10 +42,7 @@ def render_matrix(topo: Topology) -> list[str]:
     lines = _grid(rows)
     if topo.nics:
         lines += ["", "NIC Legend:"]
-        lines += [
-            f"  NIC{n.index}: {n.name} ({n.bdf}{', ' if n.netdevs else ''}{', '.join(n.netdevs)})"
-            for n in topo.nics
-        ]
+        lines += [f"  NIC{n.index}: {n.name} ({', '.join(_nic_facts(n))})" for n in topo.nics]
     return lines
 
 

@@ -98,6 +98,8 @@ class Topology:
                     "switch": g.place.switch,
                     "rootComplex": g.place.root_complex,
                     **({"product": g.product} if g.product else {}),
+                    **({"uuid": g.uuid} if g.uuid else {}),
+                    **({"memoryBytes": g.memory_bytes} if g.memory_bytes is not None else {}),
                     **({"nvlinks": g.nvlinks} if g.nvlinks is not None else {}),
                 }
                 for g in self.gpus
