@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import subprocess
 import threading
 import uuid
@@ -40,10 +41,10 @@ class S3Server:
     client: Any  # boto3 S3 client
     requests: list[Request] = field(default_factory=list)
 
-    def gets(self, bucket: str, prefix: str = "") -> list[Request]:
-        """Object reads (not listings) under bucket/prefix."""
+    def gets(self, bucket: str, prefix: str = "", *, since: int = 0) -> list[Request]:
+        """Object reads (not listings) under bucket/prefix, from request number `since` on."""
         base = f"/{bucket}/{prefix}"
-        return [r for r in self.requests if r.method == "GET" and r.path.startswith(base)]
+        return [r for r in self.requests[since:] if r.method == "GET" and r.path.startswith(base)]
 
     def new_bucket(self) -> str:
         name = f"t-{uuid.uuid4().hex[:12]}"
@@ -100,10 +101,10 @@ def s3() -> Iterator[S3Server]:
 
 
 @pytest.fixture
-def prefetch_env(repo_root: Path, s3: S3Server) -> dict[str, str]:
+def prefetch_env(repo_root: Path) -> dict[str, str]:
+    """Environment for CLI runs; S3 tests add AWS_ENDPOINT_URL (see test_prefetch_s3.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(FAKE_AWS, PYTHONPATH=str(repo_root), AWS_MAX_ATTEMPTS="2")
-    env["AWS_ENDPOINT_URL"] = s3.endpoint
     return env
 
 
@@ -195,3 +196,15 @@ def http_source() -> Iterator[HTTPSource]:
             route.release.set()
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def refusing_endpoint() -> Iterator[str]:
+    """A bound socket that never listens: connections to it are refused, and the port stays
+    ours for the whole test."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()

@@ -68,6 +68,7 @@ def test_missing_local_source_names_it(run_prefetch: RunPrefetch, tmp_path: Path
     )  # fmt: skip
     assert done.returncode == 3
     assert len(_errors(done.stderr)) == 1 and source in done.stderr
+    assert "Traceback" not in done.stderr
     assert leftovers(tmp_path / "d") == [] and not (tmp_path / "d" / "v").exists()
 
 
@@ -143,6 +144,21 @@ def test_http_permission_denied_exits_4(
     assert done.returncode == 4, done.stderr
     (error,) = _errors(done.stderr)
     assert source in error and "permission denied" in error
+
+
+def test_unreachable_http_source_exits_5_after_retries(
+    run_prefetch: RunPrefetch, refusing_endpoint: str, tmp_path: Path
+) -> None:
+    source = f"{refusing_endpoint}/weights.bin"
+    done = run_prefetch(
+        "--dataset", "d", "--version", "v", "--source", source, "--cache-root", str(tmp_path),
+        "--retries", "2",
+    )  # fmt: skip
+    assert done.returncode == 5, done.stderr
+    (error,) = _errors(done.stderr)
+    assert source in error and "unreachable after 2 attempts" in error
+    assert "retry 1/1" in done.stderr
+    assert not version_dir(tmp_path, "d", "v").exists()
 
 
 @pytest.fixture

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +14,31 @@ import pytest
 from agent.cache_layout import lock_path, marker_path, version_dir
 from agent.cache_lock import DatasetLock
 from agent.prefetch import PrefetchRequest, prefetch
-from agent.transfer import SourceNotFound
+from agent.transfer import RetryPolicy, SourceNotFound, SourceUnreachable
 from tests.agent_prefetch.conftest import FAKE_AWS, RunPrefetch, S3Server
 from tests.agent_prefetch.helpers import digests, leftovers, sample_tree, tree_digests
 
 
 @pytest.fixture
+def prefetch_env(prefetch_env: dict[str, str], s3: S3Server) -> dict[str, str]:
+    """CLI runs find the S3 server through AWS_ENDPOINT_URL, as a pod would."""
+    return {**prefetch_env, "AWS_ENDPOINT_URL": s3.endpoint}
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, s3: S3Server) -> None:
+    """The same for in-process runs (no process start per case)."""
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    for key, value in FAKE_AWS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+
+
+@pytest.fixture(scope="module")
 def dataset(s3: S3Server) -> tuple[str, dict[str, bytes]]:
+    """Uploaded once for the module; tests only read it."""
     bucket = s3.new_bucket()
     files = sample_tree()
     s3.put_tree(bucket, "imagenet/2024-06/", files)
@@ -35,6 +51,7 @@ def test_nested_dataset_arrives_byte_identical_with_marker(
 ) -> None:
     bucket, files = dataset
     source = f"s3://{bucket}/imagenet/2024-06/"
+    before = len(s3.requests)
     done = run_prefetch(
         "--dataset", "imagenet", "--version", "2024-06", "--source", source,
         "--cache-root", str(tmp_path), "--parallel", "3",
@@ -48,21 +65,29 @@ def test_nested_dataset_arrives_byte_identical_with_marker(
     assert marker["completed_at"].endswith("Z")
     assert leftovers(tmp_path / "imagenet") == []
     assert "prefetched imagenet@2024-06: 6 files" in done.stderr
+    # every object was read, the big one in several ranged GETs, nothing read twice
+    assert len(s3.gets(bucket, "imagenet/2024-06/val/big.bin", since=before)) == 2
+    assert len(s3.gets(bucket, "imagenet/2024-06/train/", since=before)) == 3
 
 
+@pytest.mark.usefixtures("aws_env")
 def test_second_run_is_a_cache_hit_without_reading_the_store(
-    run_prefetch: RunPrefetch, s3: S3Server, dataset: tuple[str, dict[str, bytes]], tmp_path: Path
+    run_prefetch: RunPrefetch, s3: S3Server, tmp_path: Path
 ) -> None:
-    bucket, files = dataset
-    args = ("--dataset", "imagenet", "--version", "2024-06", "--cache-root", str(tmp_path))
+    bucket = s3.new_bucket()
+    files = {"a.txt": b"a", "deep/b.bin": os.urandom(70_000)}
+    s3.put_tree(bucket, "imagenet/2024-06/", files)
     source = f"s3://{bucket}/imagenet/2024-06/"
-    assert run_prefetch(*args, "--source", source).returncode == 0
-    assert s3.gets(bucket, "imagenet/")  # the first run did read objects
+    first = prefetch(PrefetchRequest("imagenet", "2024-06", source, cache_root=tmp_path))
+    assert not first.cache_hit and first.files == len(files)
     for rel in files:  # the store loses the data: only the cache can answer now
         s3.client.delete_object(Bucket=bucket, Key=f"imagenet/2024-06/{rel}")
     before = len(s3.requests)
 
-    again = run_prefetch(*args, "--source", source)
+    again = run_prefetch(
+        "--dataset", "imagenet", "--version", "2024-06", "--source", source,
+        "--cache-root", str(tmp_path),
+    )  # fmt: skip
 
     assert again.returncode == 0, again.stderr
     assert "cache hit" in again.stderr
@@ -70,63 +95,60 @@ def test_second_run_is_a_cache_hit_without_reading_the_store(
     assert tree_digests(version_dir(tmp_path, "imagenet", "2024-06")) == digests(files)
 
 
+@pytest.mark.usefixtures("aws_env")
 def test_single_object_source_lands_under_its_name(
-    run_prefetch: RunPrefetch, s3: S3Server, dataset: tuple[str, dict[str, bytes]], tmp_path: Path
+    dataset: tuple[str, dict[str, bytes]], tmp_path: Path
 ) -> None:
     bucket, files = dataset
-    done = run_prefetch(
-        "--dataset", "labels", "--version", "v1", "--cache-root", str(tmp_path),
-        "--source", f"s3://{bucket}/imagenet/2024-06/train/shard-00001.tar",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    source = f"s3://{bucket}/imagenet/2024-06/train/shard-00001.tar"
+    prefetch(PrefetchRequest("labels", "v1", source, cache_root=tmp_path))
     assert tree_digests(version_dir(tmp_path, "labels", "v1")) == digests(
         {"shard-00001.tar": files["train/shard-00001.tar"]}
     )
 
 
-def test_endpoint_flag_wins_over_environment(
-    run_prefetch: RunPrefetch, s3: S3Server, dataset: tuple[str, dict[str, bytes]], tmp_path: Path
-) -> None:
-    bucket, _ = dataset
-    done = run_prefetch(
-        "--dataset", "d", "--version", "v", "--cache-root", str(tmp_path),
-        "--source", f"s3://{bucket}/imagenet/2024-06/README.txt",
-        "--s3-endpoint-url", s3.endpoint,
-        env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert (version_dir(tmp_path, "d", "v") / "README.txt").read_bytes() == b"imagenet subset\n"
-
-
-def test_missing_bucket_fails_with_one_message_and_leaves_nothing(
-    run_prefetch: RunPrefetch, tmp_path: Path
-) -> None:
-    source = f"s3://no-such-bucket-{os.getpid()}/imagenet/"
-    done = run_prefetch(
-        "--dataset", "imagenet", "--version", "v9", "--source", source,
-        "--cache-root", str(tmp_path),
-    )  # fmt: skip
-    assert done.returncode == 3
-    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and source in errors[0], done.stderr
-    assert "Traceback" not in done.stderr
-    assert not version_dir(tmp_path, "imagenet", "v9").exists()
-    assert leftovers(tmp_path / "imagenet") == []
-
-
-@pytest.mark.parametrize("where", ["imagenet/1999-01/", "imagenet/nope.tar", "imagenet/2024"])
-def test_missing_prefix_or_object_is_not_found(
+@pytest.mark.usefixtures("aws_env")
+@pytest.mark.parametrize("env_name", ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", None])
+def test_endpoint_from_flag_or_environment(
     s3: S3Server,
     dataset: tuple[str, dict[str, bytes]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    refusing_endpoint: str,
+    env_name: str | None,
+) -> None:
+    """The flag wins over both variables; AWS_ENDPOINT_URL_S3 wins over AWS_ENDPOINT_URL."""
+    bucket, _ = dataset
+    monkeypatch.setenv("AWS_ENDPOINT_URL", refusing_endpoint)
+    flag = None
+    if env_name is None:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", refusing_endpoint)
+        flag = s3.endpoint
+    else:
+        monkeypatch.setenv(env_name, s3.endpoint)
+    source = f"s3://{bucket}/imagenet/2024-06/README.txt"
+    prefetch(PrefetchRequest("d", "v", source, cache_root=tmp_path, s3_endpoint_url=flag))
+    assert (version_dir(tmp_path, "d", "v") / "README.txt").read_bytes() == b"imagenet subset\n"
+
+
+@pytest.mark.usefixtures("aws_env")
+@pytest.mark.parametrize(
+    "where",
+    [
+        "no-such-bucket/imagenet/",
+        "{b}/imagenet/1999-01/",
+        "{b}/imagenet/nope.tar",
+        "{b}/imagenet/2024",
+    ],
+)
+def test_missing_prefix_or_object_is_not_found(
+    s3: S3Server,
+    dataset: tuple[str, dict[str, bytes]],
+    tmp_path: Path,
     where: str,
 ) -> None:
-    """In-process (same code as the CLI, without a process start per case)."""
-    for key, value in FAKE_AWS.items():
-        monkeypatch.setenv(key, value)
     bucket, _ = dataset
-    source = f"s3://{bucket}/{where}"
+    source = "s3://" + where.format(b=bucket)
     request = PrefetchRequest(
         dataset="imagenet",
         version="v9",
@@ -140,31 +162,17 @@ def test_missing_prefix_or_object_is_not_found(
     assert leftovers(tmp_path / "imagenet") == []
 
 
-@pytest.fixture
-def refusing_endpoint() -> Iterator[str]:
-    """A bound socket that never listens: connections to it are refused, and the port stays
-    ours for the whole test."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        sock.close()
-
-
-def test_network_failure_after_retries_exits_5(
-    run_prefetch: RunPrefetch, refusing_endpoint: str, tmp_path: Path
-) -> None:
-    done = run_prefetch(
-        "--dataset", "d", "--version", "v", "--source", "s3://bucket/prefix/",
-        "--cache-root", str(tmp_path), "--retries", "2",
-        env={"AWS_ENDPOINT_URL": refusing_endpoint, "AWS_MAX_ATTEMPTS": "1"},
-    )  # fmt: skip
-    assert done.returncode == 5, done.stderr
-    error = [line for line in done.stderr.splitlines() if " ERROR " in line]
-    assert len(error) == 1
-    assert "s3://bucket/prefix/" in error[0] and "unreachable after 2 attempts" in error[0]
+@pytest.mark.usefixtures("aws_env")
+def test_network_failure_after_retries(refusing_endpoint: str, tmp_path: Path) -> None:
+    pauses: list[float] = []
+    request = PrefetchRequest(
+        "d", "v", "s3://bucket/prefix/", cache_root=tmp_path, s3_endpoint_url=refusing_endpoint
+    )
+    with pytest.raises(SourceUnreachable, match=r"s3://bucket/prefix/: unreachable after 3"):
+        prefetch(request, retry=RetryPolicy(attempts=3, sleep=pauses.append))
+    assert len(pauses) == 2
     assert not version_dir(tmp_path, "d", "v").exists()
+    assert leftovers(tmp_path / "d") == []
 
 
 def _start(
@@ -195,6 +203,7 @@ def test_two_concurrent_prefetches_download_once(
         "--source", f"s3://{bucket}/imagenet/2024-06/", "--parallel", "2",
     )  # fmt: skip
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    before = len(s3.requests)
     procs = [_start(python, repo_root, prefetch_env, log, *args) for log in logs]
     codes = [p.wait(timeout=60) for p in procs]
     stderr = [log.read_text() for log in logs]
@@ -204,7 +213,7 @@ def test_two_concurrent_prefetches_download_once(
     assert sum("cache hit" in text for text in stderr) == 1, stderr
     # each small object was read exactly once from the store
     for rel in ("README.txt", "train/shard-00000.tar", "train/deep/er/labels.json"):
-        assert len(s3.gets(bucket, f"imagenet/2024-06/{rel}")) == 1
+        assert len(s3.gets(bucket, f"imagenet/2024-06/{rel}", since=before)) == 1
     assert tree_digests(version_dir(cache, "imagenet", "2024-06")) == digests(files)
 
 
