@@ -197,11 +197,20 @@ def parse_review(body: bytes | str) -> ReviewRequest:
 
 
 def format_warning(text: str) -> str:
-    """`topoplace: ` + text, on one line, cut to MAX_WARNING_CHARS with an ellipsis."""
+    """`topoplace: ` + text on one line, at most MAX_WARNING_CHARS (cut at a word, then `…`).
+
+    kube-apiserver and kubectl handle short warnings best; the full text of every warning
+    is what `topoplace-webhook mutate` prints offline.
+    """
     line = WARNING_PREFIX + " ".join(text.split())
     if len(line) <= MAX_WARNING_CHARS:
         return line
-    return line[: MAX_WARNING_CHARS - 1].rstrip() + "…"
+    cut = line[: MAX_WARNING_CHARS - 1]
+    # End on a word boundary unless that would throw away much of the message.
+    space = cut.rfind(" ")
+    if space >= MAX_WARNING_CHARS * 3 // 4:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def build_response(

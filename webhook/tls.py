@@ -61,6 +61,7 @@ class TlsReloader:
         self.key_path = key_path
         self._on_reload = on_reload
         self._digest = _digest(cert_path, key_path)
+        self._failed = ""
         self.listening = make_server_context(cert_path, key_path)
         self.current = self.listening
         self.listening.sni_callback = self._pick_context
@@ -91,13 +92,17 @@ class TlsReloader:
         try:
             fresh = make_server_context(self.cert_path, self.key_path)
         except (OSError, ssl.SSLError) as exc:
-            # Usually a rotation caught halfway; the digest is not recorded, so retry next tick.
-            logger.warning(
-                "new TLS key pair does not load; keeping the current one and retrying",
-                extra={"error": str(exc), "cert": str(self.cert_path)},
-            )
-            if self._on_reload is not None:
-                self._on_reload(False)
+            # Usually a rotation caught halfway. The digest is not recorded, so the next tick
+            # retries even unchanged bytes (the files may have moved between hash and load);
+            # it is reported once per content.
+            if digest != self._failed:
+                self._failed = digest
+                logger.warning(
+                    "new TLS key pair does not load; keeping the current one and retrying",
+                    extra={"error": str(exc), "cert": str(self.cert_path)},
+                )
+                if self._on_reload is not None:
+                    self._on_reload(False)
             return False
         self.current = fresh
         self._digest = digest
