@@ -18,7 +18,7 @@ from agent.cache_layout import marker_path, version_dir
 from agent.cache_watch import watch_cache
 from agent.discovery import Discovery, DiscoveryOptions, discover
 from agent.node_client import connect
-from agent.sync_loop import Reconciled, SyncEvent, SyncLoop
+from agent.sync_loop import Reconciled, SyncEvent, SyncLoop, log_event
 from tests.agent_sync.fake_apiserver import FakeApiServer
 
 __all__ = [
@@ -119,6 +119,7 @@ async def running_agent(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     backoff: Backoff | None = None,
     watch: bool = True,
+    watch_poll: float = 2.0,
 ) -> AsyncIterator[AgentUnderTest]:
     """Run the real client, loop and watcher against `server` until the block exits."""
     metrics = AgentMetrics()
@@ -126,6 +127,7 @@ async def running_agent(
     agent: AgentUnderTest | None = None
 
     def emit(event: SyncEvent) -> None:
+        log_event(event)
         metrics.record(event)
         if agent is not None:
             agent.events.append(event)
@@ -144,7 +146,11 @@ async def running_agent(
         tasks = [asyncio.create_task(loop.run(stop))]
         if watch:
             tasks.append(
-                asyncio.create_task(watch_cache(options.dataset_root, loop.poke, stop=stop))
+                asyncio.create_task(
+                    watch_cache(
+                        options.dataset_root, loop.poke, stop=stop, poll_interval=watch_poll
+                    )
+                )
             )
         try:
             yield agent

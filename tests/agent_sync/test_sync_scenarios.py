@@ -4,11 +4,15 @@ real discovery on a tiny sysfs tree, real dataset-cache watcher."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import shutil
 from pathlib import Path
 
+import pytest
+
 from agent.cache_layout import version_dir
-from agent.discovery import DiscoveryOptions, discover
+from agent.discovery import Discovery, DiscoveryOptions, discover
 from agent.node_diff import owned_part
 from agent.vocabulary import TOPOLOGY_ANNOTATION, Label, dataset_label, is_owned_key
 from tests.agent_sync.conftest import NODE
@@ -166,3 +170,42 @@ async def test_a_prefetch_writing_a_thousand_files_causes_one_reconcile(
 def _write_shards(directory: Path, count: int) -> None:
     for i in range(count):
         (directory / f"shard-{i:05d}.tar").write_bytes(b"x" * 16)
+
+
+async def test_a_cache_root_created_after_start_is_picked_up(
+    apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
+) -> None:
+    # A fresh node: no prefetch has created the cache root yet.
+    later = dataset_root / "not-yet"
+    options = dataclasses.replace(options, dataset_root=later)
+    apiserver.add_node(NODE)
+    async with running_agent(apiserver, node=NODE, options=options, watch_poll=0.1) as agent:
+        await wait_until(lambda: agent.synced_count() >= 1)
+        complete_version(later, "coco", "2017")
+        await wait_until(lambda: apiserver.labels(NODE).get(dataset_label("coco")) == "2017")
+
+    assert agent.reconciles()[-1].trigger == "cache"
+
+
+async def test_changed_hardware_is_patched_and_logged_as_a_person_would_say_it(
+    apiserver: FakeApiServer, options: DiscoveryOptions, caplog: pytest.LogCaptureFixture
+) -> None:
+    apiserver.add_node(NODE, labels=FOREIGN)
+    real = discover(options)
+    before = dataclasses.replace(real, labels={**real.labels, Label.GPU_NIC_PAIRS: "8"})
+    after = dataclasses.replace(real, labels={**real.labels, Label.GPU_NIC_PAIRS: "7"})
+    seen = [before]
+
+    def chosen() -> Discovery:
+        return seen[-1]
+
+    caplog.set_level(logging.INFO, logger="agent.sync_loop")
+    async with running_agent(
+        apiserver, node=NODE, options=options, discover_fn=chosen, resync_interval=0.05
+    ) as agent:
+        await wait_until(lambda: agent.synced_count() >= 1)
+        seen.append(after)  # e.g. a NIC went missing after a reboot
+        await wait_until(lambda: apiserver.labels(NODE)[Label.GPU_NIC_PAIRS] == "7")
+
+    assert "gpu-nic-pairs 8 → 7" in caplog.text
+    assert apiserver.count("PATCH") == 2
