@@ -112,12 +112,17 @@ def test_secret_data_round_trips_and_is_a_tls_secret_layout() -> None:
 
 
 def test_issued_serving_cert_names_the_service_and_is_signed_by_the_ca() -> None:
-    fresh = cb.issue(decide(None), None, dns_names=NAMES, now=NOW, validity_days=90)
+    before = dt.datetime.now(dt.UTC)
+    fresh = cb.issue(decide(None), None, dns_names=NAMES, now=before, validity_days=90)
+    after = dt.datetime.now(dt.UTC)
     cert = x509.load_pem_x509_certificate(fresh.serving.cert_pem)
     cert.verify_directly_issued_by(x509.load_pem_x509_certificate(fresh.ca.cert_pem))
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert tuple(san.get_values_for_type(x509.DNSName)) == NAMES
-    assert dt.timedelta(days=89) < cert.not_valid_after_utc - NOW <= dt.timedelta(days=90)
+    # X.509 times have whole seconds
+    second = dt.timedelta(seconds=1)
+    validity = dt.timedelta(days=90)
+    assert before + validity - second <= cert.not_valid_after_utc <= after + validity
 
 
 def _config(*bundles: str | None) -> dict:
