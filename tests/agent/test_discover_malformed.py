@@ -11,8 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.discovery import DiscoveryError, DiscoveryOptions, discover
+from agent.k8s_names import is_label_key, is_label_value
 from agent.vocabulary import Label
 
 Machine = Callable[[str], Path]
@@ -183,3 +186,70 @@ def test_cli_reports_an_unreadable_root_and_exits_non_zero(
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert "--sysfs-root" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _entries(root: Path) -> list[str]:
+    """Every file and link in the tree, relative, without following links."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        out += [os.path.normpath(os.path.join(rel, n)) for n in filenames]
+        out += [os.path.normpath(os.path.join(rel, n)) for n in dirnames
+                if os.path.islink(os.path.join(dirpath, n))]  # fmt: skip
+    return sorted(out)
+
+
+_GARBAGE = st.sampled_from(["", "-1", "0x", "9" * 30, "0-", "1-0", "\x00", "nan", "0x10de 0x10de"])
+
+
+@pytest.fixture
+def fuzz_tree(fresh_machine: Machine) -> tuple[Path, list[str]]:
+    """One tree for the fuzz test alone (built once, not per example) and its entries."""
+    root = fresh_machine("workstation")
+    return root, _entries(root)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_random_damage_never_crashes(
+    data: st.DataObject, fuzz_tree: tuple[Path, list[str]], options: Options
+) -> None:
+    # Each example damages up to 8 files or links, then puts every victim back.
+    root, entries = fuzz_tree
+    victims = data.draw(st.lists(st.sampled_from(entries), min_size=1, max_size=8, unique=True))
+    saved: list[tuple[Path, str | None, bytes]] = []
+    try:
+        for rel in victims:
+            path = root / rel
+            if path.is_symlink():
+                saved.append((path, os.readlink(path), b""))
+            else:
+                saved.append((path, None, path.read_bytes()))
+            action = data.draw(st.sampled_from(["garbage", "bytes", "delete", "dangle"]))
+            was_link = path.is_symlink()
+            path.unlink()
+            if action == "dangle" or (was_link and action != "delete"):
+                os.symlink("../nowhere/0000:ff:1f.7", path)
+            elif action == "garbage":
+                path.write_text(data.draw(_GARBAGE))
+            elif action == "bytes":
+                path.write_bytes(data.draw(st.binary(max_size=24)))
+        try:
+            result = discover(options(root))
+        except DiscoveryError:
+            return  # only when nothing at all was left readable
+        for key, value in result.labels.items():
+            assert is_label_key(key) and is_label_value(value), (key, value)
+        assert int(result.labels[Label.GPUS]) <= 2
+    finally:
+        for path, target, content in reversed(saved):
+            if path.is_symlink() or path.exists():
+                path.unlink()
+            if target is not None:
+                os.symlink(target, path)
+            else:
+                path.write_bytes(content)
