@@ -74,6 +74,9 @@ class WebhookState:
     tls: TlsReloader | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     metrics_port: int | None = None
+    # Graceful shutdown: admissions still running, and the event set when they reach zero.
+    in_flight: int = 0
+    drained: asyncio.Event | None = None
 
 
 STATE = web.AppKey("topoplace_state", WebhookState)
@@ -107,8 +110,18 @@ def _log(admission: Admission, uid: str, dry_run: bool, elapsed: float) -> None:
 
 
 async def _mutate(request: web.Request) -> web.Response:
-    started = time.perf_counter()
     state = request.app[STATE]
+    state.in_flight += 1
+    try:
+        return await _admit(request, state)
+    finally:
+        state.in_flight -= 1
+        if state.in_flight == 0 and state.drained is not None:
+            state.drained.set()
+
+
+async def _admit(request: web.Request, state: WebhookState) -> web.Response:
+    started = time.perf_counter()
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -254,7 +267,23 @@ class WebhookServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._runner is not None:
-            # Stops listening, lets in-flight requests finish (up to shutdown_timeout).
-            await self._runner.cleanup()
-            self._runner = None
+        runner, self._runner = self._runner, None
+        if runner is None or self.state is None:
+            return
+        # Refuse new connections, then let running admissions finish, including ones whose
+        # body is still arriving (aiohttp's own shutdown drops data received after it
+        # starts), then close keep-alive connections and stop the background tasks.
+        for site in list(runner.sites):
+            await site.stop()
+        state = self.state
+        if state.in_flight:
+            state.drained = asyncio.Event()
+            try:
+                async with asyncio.timeout(self.config.shutdown_timeout):
+                    await state.drained.wait()
+            except TimeoutError:
+                logger.warning(
+                    "shutdown timeout: abandoning in-flight admissions",
+                    extra={"in_flight": state.in_flight},
+                )
+        await runner.cleanup()
