@@ -192,8 +192,15 @@ class NodeClient:
         await self._api.close()
 
 
+def _check_exists(kubeconfig: Path | None) -> None:
+    # The library's own message for a missing file ("Expected key current-context") misleads.
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
+
+
 async def _configuration(kubeconfig: Path | None) -> client.Configuration:
     cfg = client.Configuration()
+    _check_exists(kubeconfig)
     try:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=cfg)

@@ -10,6 +10,7 @@ from argparse import Namespace
 from pathlib import Path
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import cmd_cleanup
@@ -176,3 +177,11 @@ async def test_run_syncs_serves_readyz_and_exits_0_on_sigterm(
     )
     assert apiserver.count("PATCH") == 1  # the resyncs found nothing to write
     assert "dataset imagenet 2024-06 became complete" in "".join(lines)
+
+
+def test_a_missing_kubeconfig_is_one_clear_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = tmp_path / "nope.yaml"
+    assert cmd_cleanup.run(Namespace(node_name=NODE, kubeconfig=missing)) == 1
+    assert f"--kubeconfig {missing}: no such file" in caplog.text
