@@ -16,8 +16,9 @@ __all__ = ["add_arguments", "run"]
 
 log = logging.getLogger(__name__)
 
-# The cache watcher checks its stop flag at least this often; allow it that long on shutdown.
-_WATCHER_GRACE = 3.0
+# Seconds to let the loop and the cache watcher finish after SIGTERM (well inside the
+# kubelet's default 30 s grace period).
+_SHUTDOWN_GRACE = 5.0
 
 
 def _positive_seconds(text: str) -> float:
@@ -106,13 +107,20 @@ async def _serve(args: argparse.Namespace) -> int:
             "keeping node labels in sync",
             extra={"node": args.node_name, "resync_interval": args.resync_interval},
         )
-        try:
-            await sync.run(stop)
-        finally:
-            stop.set()
-            done, _ = await asyncio.wait({watcher}, timeout=_WATCHER_GRACE)
-            if not done:
-                watcher.cancel()
+        syncing = asyncio.create_task(sync.run(stop))
+        await asyncio.wait(
+            {syncing, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED
+        )
+        stop.set()
+        # A request in flight may take its full timeout; do not outstay the grace period.
+        done, pending = await asyncio.wait({syncing, watcher}, timeout=_SHUTDOWN_GRACE)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task in done:
+            if task.exception() is not None:
+                log.error("stopped by an unexpected error", exc_info=task.exception())
+                return 1
     log.info("stopped", extra={"node": args.node_name})
     return 0
 

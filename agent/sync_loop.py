@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from agent.backoff import Backoff, Sleep
 from agent.discovery import Discovery, DiscoveryError
@@ -42,7 +42,7 @@ Result = Literal["patched", "unchanged", "node_missing", "api_error", "discovery
 
 class NodeApi(Protocol):
     async def get(self, name: str) -> NodeState: ...
-    async def patch(self, name: str, body: dict[str, object]) -> NodeState: ...
+    async def patch(self, name: str, body: Mapping[str, Any]) -> NodeState: ...
 
 
 @dataclass(frozen=True, slots=True)
