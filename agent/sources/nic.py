@@ -94,7 +94,7 @@ def _ports(dev_dir: str) -> tuple[IbPort, ...]:
         ports.append(
             IbPort(
                 number=int(name),
-                state=state.partition(":")[2].strip() or state if state else None,
+                state=(state.partition(":")[2].strip() or state) if state else None,
                 rate=_optional(os.path.join(port_dir, "rate")),
                 link_layer=_optional(os.path.join(port_dir, "link_layer")),
             )

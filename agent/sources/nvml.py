@@ -1,20 +1,21 @@
 """NVML source (optional): product name, memory, UUID and NVLink count per GPU, by PCI address.
 
 Everything here is enrichment: sysfs alone finds the GPUs. A missing library, no driver, no
-GPU or an NVML error yields an empty result with the reason, logged once per process — never
-an exception (a driver that loads late must not crash-loop the agent). NVML is initialised once
-per process and reused, since discovery runs on every resync.
+GPU or an NVML error yields an empty result with the reason, logged once per reason — never
+an exception (a driver that loads late must not crash-loop the agent; a failed start is retried
+at most once a minute). NVML is initialised once per process and reused, since discovery runs
+on every resync.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
-__all__ = ["NvmlGpu", "NvmlInfo", "discover", "normalize_bus_id"]
+__all__ = ["NvmlGpu", "NvmlInfo", "NvmlSession", "discover", "normalize_bus_id"]
 
 log = logging.getLogger(__name__)
 
@@ -49,21 +50,55 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-@functools.cache
-def _session() -> tuple[ModuleType | None, str | None]:
-    """(pynvml, None) once NVML is initialised, or (None, reason); decided once per process."""
+def _initialise() -> tuple[ModuleType | None, str]:
     try:
         import pynvml
     except ImportError as e:
-        reason = f"pynvml is not installed ({e})"
-    else:
-        try:
-            pynvml.nvmlInit()
-            return pynvml, None
-        except pynvml.NVMLError as e:  # no driver, driver/library mismatch, no permission
-            reason = f"NVML did not initialise: {e}"
-    log.info("NVML unavailable, GPUs come from sysfs only: %s", reason)
-    return None, reason
+        return None, f"pynvml is not installed ({e})"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:  # no driver, driver/library mismatch, no permission
+        return None, f"NVML did not initialise: {e}"
+    return pynvml, ""
+
+
+class NvmlSession:
+    """NVML initialised once per process, or the reason it is not, logged once per reason.
+
+    A failed start is retried at most every RETRY_SECONDS, so a driver that loads after the
+    agent started is picked up without a restart; a success is kept for the process's life.
+    """
+
+    RETRY_SECONDS = 60.0
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._module: ModuleType | None = None
+        self._reason: str | None = None
+        self._failed_at: float | None = None
+        self._reported: set[str] = set()
+
+    def report(self, reason: str) -> None:
+        if reason not in self._reported:  # once per distinct reason, not on every resync
+            self._reported.add(reason)
+            log.info("NVML unavailable, GPUs come from sysfs only: %s", reason)
+
+    def get(self) -> tuple[ModuleType | None, str | None]:
+        """(pynvml, None) when NVML is up, else (None, reason)."""
+        if self._module is not None:
+            return self._module, None
+        now = self._clock()
+        if self._failed_at is not None and now - self._failed_at < self.RETRY_SECONDS:
+            return None, self._reason
+        module, reason = _initialise()
+        if module is not None:
+            if self._reported:
+                log.info("NVML is available now")
+            self._module = module
+            return module, None
+        self._failed_at, self._reason = now, reason
+        self.report(reason)
+        return None, reason
 
 
 def _nvlinks(pynvml: ModuleType, handle: object) -> int:
@@ -93,21 +128,20 @@ def _read_gpus(pynvml: ModuleType) -> tuple[dict[str, NvmlGpu], str | None]:
     return gpus, driver
 
 
-_reported: set[str] = set()
+_SESSION = NvmlSession()  # NVML's own state is per process; so is this
 
 
-def discover(*, enabled: bool = True) -> NvmlInfo:
+def discover(*, enabled: bool = True, session: NvmlSession | None = None) -> NvmlInfo:
     if not enabled:
         return NvmlInfo(gpus={}, driver_version=None, reason="disabled (--no-nvml)")
-    pynvml, reason = _session()
+    session = session or _SESSION
+    pynvml, reason = session.get()
     if pynvml is None:
         return NvmlInfo(gpus={}, driver_version=None, reason=reason)
     try:
         gpus, driver = _read_gpus(pynvml)
     except pynvml.NVMLError as e:  # a GPU fell off the bus, the driver is resetting…
         reason = f"NVML query failed: {e}"
-        if reason not in _reported:  # once per distinct reason, not on every resync
-            _reported.add(reason)
-            log.warning("NVML query failed, GPUs come from sysfs only: %s", e)
+        session.report(reason)
         return NvmlInfo(gpus={}, driver_version=None, reason=reason)
     return NvmlInfo(gpus=gpus, driver_version=driver, reason=None)

@@ -158,11 +158,17 @@ def test_only_the_dataset_root_changes_dataset_labels(
 # --- NVML ---------------------------------------------------------------------------------------
 
 
-def test_nvml_source_degrades_without_a_driver() -> None:
-    first = nvml.discover()
-    again = nvml.discover()
+def test_nvml_source_degrades_without_a_driver(caplog: pytest.LogCaptureFixture) -> None:
+    now = [1000.0]
+    session = nvml.NvmlSession(clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="agent.sources.nvml"):
+        first = nvml.discover(session=session)
+        again = nvml.discover(session=session)
+        now[0] += nvml.NvmlSession.RETRY_SECONDS + 1  # retried: still no driver here
+        later = nvml.discover(session=session)
     assert first.gpus == {} and first.reason
-    assert again == first
+    assert again == first == later
+    assert len([r for r in caplog.records if "NVML unavailable" in r.getMessage()]) == 1
     assert nvml.discover(enabled=False).reason == "disabled (--no-nvml)"
 
 
