@@ -11,8 +11,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 __all__ = ["DEFAULTS", "KubeletConfig", "discover"]
 
 log = logging.getLogger(__name__)
@@ -37,6 +35,8 @@ class KubeletConfig:
 def discover(config: Path | None) -> KubeletConfig:
     if config is None:
         return KubeletConfig()
+    import yaml  # only when a config is given: keeps `--help` and config-less runs light
+
     try:
         text = config.read_text(encoding="utf-8")
         doc = yaml.safe_load(text)
