@@ -209,3 +209,23 @@ async def test_changed_hardware_is_patched_and_logged_as_a_person_would_say_it(
 
     assert "gpu-nic-pairs 8 → 7" in caplog.text
     assert apiserver.count("PATCH") == 2
+
+
+async def test_a_wiped_cache_root_removes_dataset_labels_and_is_watched_again(
+    apiserver: FakeApiServer, options: DiscoveryOptions, dataset_root: Path
+) -> None:
+    complete_version(dataset_root, "coco", "2017")
+    apiserver.add_node(NODE)
+    key = dataset_label("coco")
+    async with running_agent(apiserver, node=NODE, options=options, watch_poll=0.1) as agent:
+        await wait_until(lambda: apiserver.labels(NODE).get(key) == "2017")
+        shutil.rmtree(dataset_root)
+        await wait_until(lambda: key not in apiserver.labels(NODE))
+        complete_version(dataset_root, "coco", "2017")
+        await wait_until(lambda: apiserver.labels(NODE).get(key) == "2017")
+
+    assert [e.trigger for e in agent.reconciles() if e.result == "patched"] == [
+        "start",
+        "cache",
+        "cache",
+    ]
