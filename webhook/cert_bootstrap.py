@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import datetime as dt
 import enum
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "issue",
     "parse_secret_data",
     "secret_data",
+    "secret_manifest",
     "service_dns_names",
 ]
 
@@ -111,6 +113,32 @@ def secret_data(material: StoredMaterial) -> dict[str, str]:
     if material.previous_ca_cert:
         data[PREVIOUS_CA_KEY] = material.previous_ca_cert
     return {k: base64.b64encode(v).decode("ascii") for k, v in data.items()}
+
+
+def secret_manifest(
+    existing: Mapping[str, Any] | None,
+    material: StoredMaterial,
+    *,
+    name: str,
+    namespace: str,
+) -> dict[str, Any]:
+    """The Secret to write: the existing object with new data (its resourceVersion makes the
+    replace conditional; its type, which is immutable, and its other metadata are kept), or a
+    new kubernetes.io/tls Secret."""
+    if existing is not None:
+        body = copy.deepcopy(dict(existing))
+    else:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "type": "kubernetes.io/tls",
+        }
+    body["metadata"].pop("managedFields", None)  # the API server maintains them
+    body["metadata"].setdefault("labels", {})["app.kubernetes.io/name"] = "topoplace-webhook"
+    body["data"] = secret_data(material)
+    body.pop("stringData", None)
+    return body
 
 
 def _pair_problem(pair: KeyPair, what: str) -> tuple[x509.Certificate | None, str | None]:

@@ -38,7 +38,6 @@ __all__ = [
     "Settings",
     "add_arguments",
     "api_client_for",
-    "backoff_delay",
     "run",
     "run_loop",
 ]
@@ -185,25 +184,12 @@ class CertSync:
             fresh = cb.issue(
                 decision, stored, dns_names=names, now=now, validity_days=s.validity_days
             )
-            metadata: dict[str, Any] = {
-                "name": s.secret,
-                "namespace": s.namespace,
-                "labels": {"app.kubernetes.io/name": "topoplace-webhook"},
-            }
-            body: dict[str, Any] = {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": metadata,
-                # A Secret's type is immutable: keep whatever an existing one has.
-                "type": (secret.type if secret is not None else None) or "kubernetes.io/tls",
-                "data": cb.secret_data(fresh),
-            }
+            existing = self._api.sanitize_for_serialization(secret) if secret else None
+            body = cb.secret_manifest(existing, fresh, name=s.secret, namespace=s.namespace)
             try:
                 if secret is None:
                     await self._core.create_namespaced_secret(s.namespace, body)
-                else:
-                    metadata["resourceVersion"] = secret.metadata.resource_version
-                    metadata["labels"] = {**(secret.metadata.labels or {}), **metadata["labels"]}
+                else:  # carries the resourceVersion we read: a concurrent write gets 409
                     await self._core.replace_namespaced_secret(s.secret, s.namespace, body)
             except ApiException as exc:
                 if exc.status == 409:
@@ -269,12 +255,6 @@ def _read_or_empty(path: Path) -> bytes:
         return b""
 
 
-def backoff_delay(failures: int, *, rng: Callable[[], float] = random.random) -> float:
-    """Capped exponential backoff with jitter: ~1, 2, 4 … 60 s, each scaled by 0.5-1."""
-    base = min(_BACKOFF_CAP_S, 2.0 ** max(0, failures - 1))
-    return base * (0.5 + rng() / 2)
-
-
 def _describe(exc: BaseException) -> str:
     status = getattr(exc, "status", None)
     if status in (401, 403):
@@ -285,6 +265,15 @@ def _describe(exc: BaseException) -> str:
     if status is not None:
         return f"HTTP {status} {getattr(exc, 'reason', '')}".strip()
     return f"{type(exc).__name__}: {exc}"
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from a 429's Retry-After header, if the API server sent one."""
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        return float(headers.get("Retry-After", ""))
+    except ValueError:
+        return None
 
 
 async def run_loop(
@@ -298,35 +287,27 @@ async def run_loop(
     from aiohttp import ClientError
     from kubernetes_asyncio.client.exceptions import ApiException
 
-    transient = (
-        ApiException,
-        ClientError,
-        TimeoutError,
-        OSError,
-        _ConflictStorm,
-        _WebhookConfigMissing,
-    )
-    failures = 0
+    from agent.backoff import Backoff, BackoffPolicy
+
+    transient = (ApiException, ClientError, OSError, _ConflictStorm, _WebhookConfigMissing)
+    backoff = Backoff(BackoffPolicy(initial=1.0, cap=_BACKOFF_CAP_S), rand=rng)
     while True:
         try:
             result = await sync.sync_once()
         except transient as exc:
-            failures += 1
-            if settings.once and failures >= _ONCE_ATTEMPTS:
-                log.error(
-                    "certificate sync failed %d times, giving up: %s", failures, _describe(exc)
-                )
+            if settings.once and backoff.attempts + 1 >= _ONCE_ATTEMPTS:
+                log.error("certificate sync failed, giving up (--once): %s", _describe(exc))
                 return 1
-            delay = backoff_delay(failures, rng=rng)
+            delay = backoff.next_delay(retry_after=_retry_after(exc))
             log.warning(
                 "certificate sync failed (%s); retrying in %.1f s",
                 _describe(exc),
                 delay,
-                extra={"failures": failures},
+                extra={"failures": backoff.attempts},
             )
             await sleep(delay)
             continue
-        failures = 0
+        backoff.reset()
         log.debug(
             "certificate sync pass done",
             extra={"action": result.action.value, "reason": result.reason},

@@ -47,6 +47,8 @@ class FakeApiServer:
         self.webhook_configs: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
         self.fail_next = 0
+        self.fail_status = 500
+        self.fail_headers: dict[str, str] = {}
         # the first N secret reads wait for each other (two replicas both see "no secret")
         self.hold_secret_reads = 0
         self._held = 0
@@ -74,7 +76,9 @@ class FakeApiServer:
         self.requests.append((request.method, request.path))
         if self.fail_next > 0:
             self.fail_next -= 1
-            return _status(500, "InternalError", "injected failure")
+            response = _status(self.fail_status, "InternalError", "injected failure")
+            response.headers.update(self.fail_headers)
+            return response
         return await handler(request)
 
     async def _get_secret(self, request: web.Request) -> web.Response:

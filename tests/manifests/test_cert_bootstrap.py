@@ -146,3 +146,35 @@ def test_ca_bundle_patch_touches_only_webhooks_whose_bundle_differs() -> None:
         {"op": "add", "path": "/webhooks/2/clientConfig/caBundle", "value": wanted},
     ]
     assert cb.ca_bundle_patch(_config(wanted, wanted), bundle) == []
+
+
+def test_secret_manifest_keeps_what_others_put_on_an_existing_secret() -> None:
+    existing = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "tls",
+            "namespace": "ns",
+            "resourceVersion": "42",
+            "annotations": {"backup.example.com/skip": "true"},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "type": "Opaque",  # immutable: a replace must keep it
+        "data": {"old": "eA=="},
+    }
+    body = cb.secret_manifest(existing, material(), name="tls", namespace="ns")
+    assert body["metadata"]["resourceVersion"] == "42"  # the replace is conditional
+    assert body["metadata"]["annotations"] == {"backup.example.com/skip": "true"}
+    assert "managedFields" not in body["metadata"]
+    assert body["type"] == "Opaque"
+    assert set(body["data"]) == {"tls.crt", "tls.key", "ca.crt", "ca.key"}
+    assert existing["data"] == {"old": "eA=="}  # the input is not modified
+
+
+def test_secret_manifest_for_a_new_secret_is_a_valid_tls_secret() -> None:
+    from tests.kube import assert_valid
+
+    body = cb.secret_manifest(None, material(), name="tls", namespace="ns")
+    assert body["type"] == "kubernetes.io/tls"
+    assert "resourceVersion" not in body["metadata"]
+    assert_valid(body)

@@ -217,6 +217,43 @@ async def test_transient_api_errors_are_retried_with_backoff(tmp_path: Path) -> 
     assert (NS, SECRET) in fake.secrets
 
 
+async def test_too_many_requests_waits_as_long_as_retry_after_says(tmp_path: Path) -> None:
+    fake = FakeApiServer()
+    fake.webhook_configs[MWC] = webhook_config("pods.topoplace.io")
+    fake.fail_next, fake.fail_status, fake.fail_headers = 1, 429, {"Retry-After": "7"}
+    slept: list[float] = []
+
+    async def no_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async with running(fake, tmp_path / "kubeconfig") as kubeconfig:
+        api = await api_client_for(kubeconfig)
+        async with api:
+            s = settings(tmp_path / "tls")
+            assert await run_loop(CertSync(api, s), s, sleep=no_sleep, rng=lambda: 0.5) == 0
+    assert slept == [7.0]
+
+
+async def test_an_unusable_opaque_secret_is_replaced_in_place(tmp_path: Path) -> None:
+    fake = FakeApiServer()
+    fake.put_secret(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": SECRET, "namespace": NS, "annotations": {"keep": "me"}},
+            "type": "Opaque",
+            "data": {"tls.crt": base64.b64encode(b"not a certificate").decode()},
+        }
+    )
+    fake.webhook_configs[MWC] = webhook_config("pods.topoplace.io")
+    async with running(fake, tmp_path / "kubeconfig") as kubeconfig:
+        assert await one_pass(kubeconfig, tmp_path / "tls") == 0
+    stored = fake.secrets[(NS, SECRET)]
+    assert stored["type"] == "Opaque" and stored["metadata"]["annotations"] == {"keep": "me"}
+    assert [m for m, _ in fake.writes()] == ["PUT", "PATCH"]
+    assert (tmp_path / "tls" / "tls.crt").read_bytes() == stored_in(fake).serving.cert_pem
+
+
 async def test_missing_webhook_config_fails_once_mode_without_crashing(tmp_path: Path) -> None:
     fake = FakeApiServer()  # no MutatingWebhookConfiguration at all
     slept: list[float] = []
