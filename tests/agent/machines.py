@@ -4,7 +4,8 @@ Sources (see /work/shared/reference/topologies.md): HGX H100 — NVIDIA/nccl iss
 `nvidia-smi topo -m`; DGX H100 — DGX H100 user guide table 6 (GPU ↔ mlx5 device, netdev names
 give the NIC buses) with Broadcom Gen5 switches and NVSwitches as 0x068000 bridges; DGX A100
 NPS4 — NVIDIA/nccl issue #1505 (two levels of 1000:c010 switches, GPU0 at 07:00.0, storage
-NICs at 61:00.x). The PCIe server, workstation and VM are typical layouts of those classes.
+NICs at 61:00.x); HGX A800 — NVIDIA/nccl issue #933 `nvidia-smi topo -m` (NODE pairs).
+The PCIe server, workstation and VM are typical layouts of those classes.
 """
 
 from __future__ import annotations
@@ -47,21 +48,34 @@ def _platform(b: SysfsBuilder, hb: PciNode, bus: int, count: int) -> None:
         b.function(hb, bus, i // 8, i % 8, vendor=INTEL, device=0x09A2 + i % 4, cls=PLATFORM)
 
 
-def _name_nics(b: SysfsBuilder, nics: list[tuple[PciNode, str]]) -> None:
-    """mlx5_N in PCI order, as the driver probes them; netdev names carry the bus in decimal."""
+def _name_nics(
+    b: SysfsBuilder, nics: list[tuple[PciNode, str]], names: list[str] | None = None
+) -> None:
+    """mlx5_N in PCI order, as the driver probes them (or `names`, given in PCI order);
+    netdev names carry the bus in decimal."""
     for i, (fn, link_layer) in enumerate(sorted(nics, key=lambda n: n[0].bdf)):
         bus, fn_no = int(fn.bdf[5:7], 16), int(fn.bdf[-1])
         netdev = f"ibp{bus}s0" if link_layer == "InfiniBand" else f"enp{bus}s0f{fn_no}np{fn_no}"
-        b.rdma(fn, f"mlx5_{i}", netdev=netdev, link_layer=link_layer)
+        b.rdma(fn, names[i] if names else f"mlx5_{i}", netdev=netdev, link_layer=link_layer)
 
 
-def _h100_board(
-    b: SysfsBuilder, nic_buses: list[int], storage_hbs: list[tuple[int, int]], nic_numa: bool
+_H100_NIC_BUSES = [0x18, 0x40, 0x4F, 0x5E, 0x9A, 0xC0, 0xCE, 0xDC]
+
+
+def _hgx_board(
+    b: SysfsBuilder,
+    *,
+    storage: list[tuple[int, int, int]],
+    nic_numa: bool,
+    cores: int = 56,
+    gpu_device: int = 0x2330,
+    names: list[str] | None = None,
 ) -> None:
-    """8 GPU slots, each: host bridge → root port → Gen5 switch with NIC, 2 NVMe, GPU."""
-    standard_cpus(b, sockets=2, cores=56)
+    """8 GPU slots, each: host bridge → root port → switch with NIC, 2 NVMe, GPU; storage
+    adapters (host bridge bus, socket, functions) straight on a root port."""
+    standard_cpus(b, sockets=2, cores=cores)
     nics: list[tuple[PciNode, str]] = []
-    for slot, n in enumerate(nic_buses):
+    for slot, n in enumerate(_H100_NIC_BUSES):
         socket = slot // 4
         hb = b.host_bridge(n - 3, numa=socket)
         _platform(b, hb, n - 3, 8)
@@ -74,12 +88,12 @@ def _h100_board(
         nics.append((nic, "InfiniBand"))
         for d in (1, 2):
             b.function(downs[d], n + d, 0, vendor=0x144D, device=0xA80A, cls=NVME_CLASS)
-        b.function(downs[3], n + 3, 0, vendor=NVIDIA, device=0x2330, cls=GPU_3D)
-    for hb_bus, socket in storage_hbs:  # dual-port storage adapters straight on a root port
+        b.function(downs[3], n + 3, 0, vendor=NVIDIA, device=gpu_device, cls=GPU_3D)
+    for hb_bus, socket, functions in storage:
         hb = b.host_bridge(hb_bus, numa=socket)
         _platform(b, hb, hb_bus, 8)
         rp = b.bridge(hb, hb_bus, 1)
-        for fn in (0, 1):
+        for fn in range(functions):
             numa = socket if nic_numa else -1
             nic = b.function(
                 rp, hb_bus + 1, 0, fn, vendor=MELLANOX, device=0x1021, cls=ETH_CLASS, numa=numa
@@ -97,26 +111,29 @@ def _h100_board(
     downs = b.switch(b.bridge(hb, 0xE5, 1), 0xE6, [0, 1, 2, 3], vendor=BROADCOM, device=0xC030)
     for i, down in enumerate(downs):
         b.function(down, 0xE8 + i, 0, vendor=NVIDIA, device=0x22A3, cls=NVSWITCH_CLASS)
-    _name_nics(b, nics)
+    _name_nics(b, nics, names)
 
 
 def hgx_h100(root: Path) -> None:
     """nccl #1264: 10 NICs, all with numa_node -1; NIC3/NIC4 are one storage adapter."""
-    _h100_board(
-        SysfsBuilder(root),
-        nic_buses=[0x18, 0x40, 0x4F, 0x5E, 0x9A, 0xC0, 0xCE, 0xDC],
-        storage_hbs=[(0x53, 0)],
-        nic_numa=False,
-    )
+    _hgx_board(SysfsBuilder(root), storage=[(0x53, 0, 2)], nic_numa=False)
 
 
 def dgx_h100(root: Path) -> None:
     """DGX H100: 12 NICs (mlx5_1/2 and mlx5_7/8 storage), NUMA known; ~230 PCI functions."""
-    _h100_board(
+    _hgx_board(SysfsBuilder(root), storage=[(0x26, 0, 2), (0xA7, 1, 2)], nic_numa=True)
+
+
+def hgx_a800(root: Path) -> None:
+    """nccl #933: 8 A800, 9 NICs with known NUMA nodes whose names alternate between the
+    sockets (mlx5_1 beside GPU4, mlx5_2 beside GPU0, …); mlx5_0 alone on socket 0."""
+    _hgx_board(
         SysfsBuilder(root),
-        nic_buses=[0x18, 0x40, 0x4F, 0x5E, 0x9A, 0xC0, 0xCE, 0xDC],
-        storage_hbs=[(0x26, 0), (0xA7, 1)],
+        storage=[(0x26, 0, 1)],
         nic_numa=True,
+        cores=48,
+        gpu_device=0x20F3,
+        names=[f"mlx5_{i}" for i in (2, 0, 4, 6, 8, 1, 3, 5, 7)],
     )
 
 
@@ -210,6 +227,7 @@ MACHINES: dict[str, Callable[[Path], None]] = {
     "hgx-h100": hgx_h100,
     "dgx-h100": dgx_h100,
     "dgx-a100": dgx_a100,
+    "hgx-a800": hgx_a800,
     "pcie-server": pcie_server,
     "workstation": workstation,
     "vm": vm,

@@ -27,6 +27,7 @@ RAW = {
     "hgx-h100": (2, 112, 224, 2, 8, 4, 10),
     "dgx-h100": (2, 112, 224, 2, 8, 4, 12),
     "dgx-a100": (2, 128, 256, 8, 8, 6, 12),
+    "hgx-a800": (2, 96, 192, 2, 8, 4, 9),
     "pcie-server": (2, 64, 128, 2, 4, 0, 2),
     "workstation": (1, 16, 32, 1, 2, 0, 1),
     "vm": (1, 8, 8, 1, 0, 0, 0),
@@ -107,6 +108,12 @@ HW_LABELS: dict[str, dict[str, str]] = {
         L.CPU_SOCKETS: "2", L.NUMA_NODES: "8", L.GPUS: "8", L.GPU_NUMA_NODES: "4",
         L.MAX_GPUS_PER_NUMA_NODE: "2", L.GPU_PCI_SWITCHES: "8", L.MAX_GPUS_PER_PCI_SWITCH: "1",
         L.RDMA_NICS: "12", L.GPU_NIC_PAIRS: "8", L.GPU_NIC_LINK: "PXB",
+    },
+    # nccl #933: every GPU PIX to a NIC whose name alternates sockets; NIC0 is NODE/SYS only.
+    "hgx-a800": {
+        L.CPU_SOCKETS: "2", L.NUMA_NODES: "2", L.GPUS: "8", L.GPU_NUMA_NODES: "2",
+        L.MAX_GPUS_PER_NUMA_NODE: "4", L.GPU_PCI_SWITCHES: "8", L.MAX_GPUS_PER_PCI_SWITCH: "1",
+        L.RDMA_NICS: "9", L.GPU_NIC_PAIRS: "8", L.GPU_NIC_LINK: "PIX",
     },
     # No switch at all: nothing pairs; the GPU without a NIC on its host bridge reaches NODE.
     "pcie-server": {
@@ -193,6 +200,15 @@ GPU1 PXB  PXB  SYS  SYS  SYS  SYS   48-63,176-191  3
 GPU2 SYS  SYS  PXB  PXB  SYS  SYS   16-31,144-159  1
 GPU3 SYS  SYS  PXB  PXB  SYS  SYS   16-31,144-159  1
 """
+# nccl #933 (HGX A800), rows GPU0–GPU5 as quoted in full.
+HGX_A800_TOPO = """
+GPU0 NODE SYS  PIX  SYS  NODE SYS  NODE SYS  NODE 0-47,96-143   0
+GPU1 NODE SYS  NODE SYS  PIX  SYS  NODE SYS  NODE 0-47,96-143   0
+GPU2 NODE SYS  NODE SYS  NODE SYS  PIX  SYS  NODE 0-47,96-143   0
+GPU3 NODE SYS  NODE SYS  NODE SYS  NODE SYS  PIX  0-47,96-143   0
+GPU4 SYS  PIX  SYS  NODE SYS  NODE SYS  NODE SYS  48-95,144-191 1
+GPU5 SYS  NODE SYS  PIX  SYS  NODE SYS  NODE SYS  48-95,144-191 1
+"""
 
 
 def _reference(text: str) -> dict[str, list[str]]:
@@ -242,6 +258,15 @@ def test_table_matrix_equals_nvidia_smi_for_dgx_a100(
     for gpu, cells in _reference(DGX_A100_TOPO).items():
         assert {c: printed[gpu][c] for c in columns} == dict(zip(columns, cells, strict=True))
     assert len(printed) == 8
+
+
+def test_table_matrix_equals_nvidia_smi_for_hgx_a800(
+    python: str, repo_root: Path, built_machine: Machine
+) -> None:
+    printed = _printed_matrix(_table(python, repo_root, built_machine("hgx-a800")))
+    columns = [f"NIC{i}" for i in range(9)] + ["CPU Affinity", "NUMA Affinity"]
+    for gpu, cells in _reference(HGX_A800_TOPO).items():
+        assert printed[gpu] == dict(zip(columns, cells, strict=True))
 
 
 def test_json_output_has_labels_annotations_topology(
