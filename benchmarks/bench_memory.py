@@ -1,16 +1,21 @@
-"""Memory: what importing each heavy dependency costs, measured in fresh interpreters.
+"""Memory: the agent's RSS at steady state and what each heavy import costs.
 
-Peak RSS of `serve` under load is measured by the webhook bench (same process it loaded);
-the agent's steady-state RSS by the sync bench.
+`topoplace-agent run` syncs a node on the in-process fake API server (tests/agent_sync) with
+a short resync interval; its RSS is read from /proc after a few seconds of resyncs. Peak RSS
+of `serve` under load is measured by the webhook bench, in the process it loaded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
+
+from benchmarks.procs import peak_rss_mb, rss_mb
 
 __all__ = ["run_memory_bench"]
 
@@ -50,8 +55,57 @@ def _import_cost(modules: list[str]) -> tuple[float, float]:
     return float(out[0]), float(out[1])
 
 
+async def _agent_steady_state_rss(seconds: float) -> tuple[float, float, int]:
+    """(RSS MB, peak RSS MB, resync GETs) of `agent run` after `seconds` of resyncs."""
+    from tests.agent_sync.fake_apiserver import FakeApiServer
+    from tests.agent_sync.harness import make_tiny_sysfs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with FakeApiServer(tmp_dir=Path(tmp)) as server:
+            server.add_node("bench-node")
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "agent",
+                "--log-level",
+                "warning",
+                "run",
+                "--node-name",
+                "bench-node",
+                "--kubeconfig",
+                str(server.write_kubeconfig()),
+                "--sysfs-root",
+                str(make_tiny_sysfs(Path(tmp) / "sys")),
+                "--dataset-root",
+                str(Path(tmp) / "datasets"),
+                "--no-nvml",
+                "--resync-interval",
+                "0.2",
+                "--metrics-host",
+                "127.0.0.1",
+                "--metrics-port",
+                "0",
+                env={**os.environ, "PYTHONPATH": str(_REPO)},
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            await asyncio.sleep(seconds)
+            rss, peak = rss_mb(proc.pid), peak_rss_mb(proc.pid)
+            proc.terminate()
+            await proc.wait()
+            return rss, peak, server.count("GET")
+
+
 def run_memory_bench() -> list[dict[str, Any]]:
-    rows = []
+    rss, peak, gets = asyncio.run(_agent_steady_state_rss(8.0))
+    rows: list[dict[str, Any]] = [
+        {
+            "process": f"topoplace-agent run, steady state ({gets} resyncs)",
+            "RSS MB": rss,
+            "peak RSS MB": peak,
+            "target": "≤ 100 MB",
+            "met": "yes" if peak <= 100 else "NO",
+        }
+    ]
     for label, modules in _IMPORTS.items():
         before, after = _import_cost(modules)
         rows.append(

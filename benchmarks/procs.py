@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Server", "cpu_seconds", "peak_rss_mb", "start_server"]
+__all__ = ["Server", "cpu_seconds", "peak_rss_mb", "rss_mb", "start_server"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -60,8 +60,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def peak_rss_mb(pid: int) -> float:
+def _status_mb(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def peak_rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmHWM:")
+
+
+def rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmRSS:")
