@@ -30,6 +30,11 @@ LABEL org.opencontainers.image.title="topoplace" \
 ENV PATH=/opt/topoplace/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
+# The official images ship the standard library without bytecode; compile it once here, since
+# the read-only root filesystem would make every start (agent, sidecar, prefetch init
+# container) recompile it in memory. compile_dir's result is ignored on purpose: a module that
+# cannot be compiled is simply compiled at import, as before.
+RUN python -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_path('stdlib'), quiet=2, workers=0)"
 COPY --from=build /opt/topoplace /opt/topoplace
 # Numeric, so runAsNonRoot can verify it without an /etc/passwd entry.
 USER 65532:65532

@@ -21,7 +21,6 @@ __all__ = [
     "OVERLAYS",
     "Rendering",
     "all_containers",
-    "flag",
     "render",
 ]
 
@@ -68,13 +67,3 @@ def render(relative: str = "") -> Rendering:
 def all_containers(pod_spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from pod_spec.get("initContainers") or []
     yield from pod_spec.get("containers") or []
-
-
-def flag(args: list[str], name: str) -> str:
-    """The value of `--name=value` or `--name value` in a container's args."""
-    for i, arg in enumerate(args):
-        if arg.startswith(f"{name}="):
-            return arg.split("=", 1)[1]
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-    raise LookupError(f"{name} not in {args}")
