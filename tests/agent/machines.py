@@ -54,8 +54,10 @@ def _name_nics(
     """mlx5_N in PCI order, as the driver probes them (or `names`, given in PCI order);
     netdev names carry the bus in decimal."""
     for i, (fn, link_layer) in enumerate(sorted(nics, key=lambda n: n[0].bdf)):
-        bus, fn_no = int(fn.bdf[5:7], 16), int(fn.bdf[-1])
-        netdev = f"ibp{bus}s0" if link_layer == "InfiniBand" else f"enp{bus}s0f{fn_no}np{fn_no}"
+        domain, bus, fn_no = int(fn.bdf[:4], 16), int(fn.bdf[5:7], 16), int(fn.bdf[-1])
+        # systemd's names: the domain appears only when it is not 0 (ibP3p0s0).
+        where = f"P{domain}p{bus}s0" if domain else f"p{bus}s0"
+        netdev = f"ib{where}" if link_layer == "InfiniBand" else f"en{where}f{fn_no}np{fn_no}"
         b.rdma(fn, names[i] if names else f"mlx5_{i}", netdev=netdev, link_layer=link_layer)
 
 
@@ -223,6 +225,26 @@ def vm(root: Path) -> None:
             b.netdev(PciNode(bdf="virtio0", path=virtio, numa=-1), "eth0")
 
 
+def hyperv_gpu_vm(root: Path) -> None:
+    """A Hyper-V guest (cloud GPU VM): every passed-through GPU and NIC is alone in its own PCI
+    domain below a VMBus device, so no two share a root complex; NUMA nodes are known."""
+    b = SysfsBuilder(root)
+    standard_cpus(b, sockets=2, cores=12)
+    vmbus = "LNXSYSTM:00/LNXSYBUS:00/PNP0A03:00/device:07/VMBUS:01"
+    nics: list[tuple[PciNode, str]] = []
+    for i, (device, cls, numa) in enumerate(
+        [(0x2330, GPU_3D, 0), (0x2330, GPU_3D, 1), (0x101E, IB_CLASS, 0), (0x101E, IB_CLASS, 1)]
+    ):
+        domain = i + 1
+        guid = f"00000041-{domain:04x}-0000-3130-444531334632"
+        hb = b.host_bridge(0, numa=numa, domain=domain, under=f"{vmbus}/{guid}")
+        vendor = NVIDIA if cls == GPU_3D else MELLANOX
+        fn = b.function(hb, 0, 0, vendor=vendor, device=device, cls=cls)
+        if cls == IB_CLASS:  # a VF on the host, but the guest sees no physfn
+            nics.append((fn, "InfiniBand"))
+    _name_nics(b, nics)
+
+
 MACHINES: dict[str, Callable[[Path], None]] = {
     "hgx-h100": hgx_h100,
     "dgx-h100": dgx_h100,
@@ -231,6 +253,7 @@ MACHINES: dict[str, Callable[[Path], None]] = {
     "pcie-server": pcie_server,
     "workstation": workstation,
     "vm": vm,
+    "hyperv-gpu-vm": hyperv_gpu_vm,
 }
 
 

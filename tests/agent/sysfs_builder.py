@@ -54,8 +54,9 @@ class SysfsBuilder:
         os.symlink(os.path.join(os.path.relpath(target.parent, link.parent), target.name), link)
 
     # --- PCI -----------------------------------------------------------------------------------
-    def host_bridge(self, bus: int, *, numa: int, domain: int = 0) -> PciNode:
-        path = self.root / "devices" / f"pci{domain:04x}:{bus:02x}"
+    def host_bridge(self, bus: int, *, numa: int, domain: int = 0, under: str = "") -> PciNode:
+        """`devices/pci<dom>:<bus>`, or below `under` (a Hyper-V VMBus device, say)."""
+        path = self.root / "devices" / under / f"pci{domain:04x}:{bus:02x}"
         path.mkdir(parents=True, exist_ok=True)
         return PciNode(bdf="", path=path, numa=numa, domain=domain)
 

@@ -31,6 +31,7 @@ RAW = {
     "pcie-server": (2, 64, 128, 2, 4, 0, 2),
     "workstation": (1, 16, 32, 1, 2, 0, 1),
     "vm": (1, 8, 8, 1, 0, 0, 0),
+    "hyperv-gpu-vm": (2, 24, 48, 2, 2, 0, 2),
 }
 
 
@@ -132,6 +133,12 @@ HW_LABELS: dict[str, dict[str, str]] = {
         L.CPU_SOCKETS: "1", L.NUMA_NODES: "1", L.GPUS: "0", L.GPU_NUMA_NODES: "0",
         L.MAX_GPUS_PER_NUMA_NODE: "0", L.GPU_PCI_SWITCHES: "0", L.MAX_GPUS_PER_PCI_SWITCH: "0",
         L.RDMA_NICS: "0", L.GPU_NIC_PAIRS: "0",
+    },
+    # Each device its own root complex: same-node pairs are NODE, nothing pairs.
+    "hyperv-gpu-vm": {
+        L.CPU_SOCKETS: "2", L.NUMA_NODES: "2", L.GPUS: "2", L.GPU_NUMA_NODES: "2",
+        L.MAX_GPUS_PER_NUMA_NODE: "1", L.GPU_PCI_SWITCHES: "0", L.MAX_GPUS_PER_PCI_SWITCH: "0",
+        L.RDMA_NICS: "2", L.GPU_NIC_PAIRS: "0", L.GPU_NIC_LINK: "NODE",
     },
 }  # fmt: skip
 
