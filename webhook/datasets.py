@@ -8,6 +8,7 @@ pod's volumes, before any init container runs, so the version directory may not 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -23,6 +24,7 @@ _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 _SLUG_MAX = 30
 
 
+@functools.lru_cache(maxsize=4096)  # pure; saves hashing on every admission
 def _dns_name(prefix: str, *parts: str) -> str:
     """Deterministic DNS-1123 label ≤ 63 chars: readable slug + hash of the exact parts."""
     slug = _NOT_DNS.sub("-", parts[0].lower()).strip("-")[:_SLUG_MAX].strip("-")
@@ -61,7 +63,7 @@ def add_datasets(
             {
                 "name": data_volume_name(dataset),
                 "hostPath": {
-                    "path": str(version_dir(cache_root, dataset.name, dataset.version)),
+                    "path": _host_path(cache_root, dataset.name, dataset.version),
                     "type": "DirectoryOrCreate",
                 },
             }
@@ -71,7 +73,7 @@ def add_datasets(
                 {
                     "name": cache_volume_name(dataset),
                     "hostPath": {
-                        "path": str(dataset_dir(cache_root, dataset.name)),
+                        "path": _host_path(cache_root, dataset.name),
                         "type": "DirectoryOrCreate",
                     },
                 }
@@ -86,6 +88,18 @@ def add_datasets(
     if volumes != (spec.get("volumes") or []):
         spec["volumes"] = volumes
     _insert_init(spec, prefetchers)
+
+
+@functools.lru_cache(maxsize=4096)
+def _host_path(cache_root: Path, name: str, version: str | None = None) -> str:
+    if version is None:
+        return str(dataset_dir(cache_root, name))
+    return str(version_dir(cache_root, name, version))
+
+
+@functools.lru_cache(maxsize=64)
+def _host_root(cache_root: Path) -> str:
+    return str(cache_root)
 
 
 def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> None:
@@ -119,11 +133,11 @@ def _prefetch_container(dataset: Dataset, *, cache_root: Path, image: str) -> di
             "--source",
             dataset.source,
             "--cache-root",
-            str(cache_root),
+            _host_root(cache_root),
         ],
         "resources": {"requests": dict(amount), "limits": dict(amount)},
         "volumeMounts": [
-            {"name": cache_volume_name(dataset), "mountPath": str(cache_root / dataset.name)}
+            {"name": cache_volume_name(dataset), "mountPath": _host_path(cache_root, dataset.name)}
         ],
         # No privilege; the user is left to the pod so runAsNonRoot pods stay admissible.
         "securityContext": {

@@ -1,7 +1,9 @@
 """The mutation engine: one pure function from (pod, namespace, policies) to a Mutation.
 
-No I/O and no mutation of the input: the pod is copied once, each step edits the copy, and
-the RFC 6902 patch is the diff of copy against input, so patch and result always agree.
+No I/O and no mutation of the input: the levels of the pod that change are copied once, each
+step edits the copy, and the RFC 6902 patch is the diff of copy against input, so patch and
+result always agree. The returned pod shares unchanged parts with the input: treat both as
+read-only.
 Each step lives in its own module (affinity, resources, datasets, launcher, env).
 """
 
@@ -71,10 +73,10 @@ def mutate(
         raise InvalidPod("spec must be an object holding the pod's containers")
     for key in ("containers", "initContainers"):
         _containers(spec.get(key), f"spec.{key}")
-    new = clone(pod)
+    new = _working_copy(pod)
     warnings: list[str] = []
     _apply(new["spec"], policy, settings, warnings)
-    new_metadata = new.setdefault("metadata", {})
+    new_metadata = new["metadata"]
     new_metadata["annotations"] = {
         **(new_metadata.get("annotations") or {}),
         APPLIED_ANNOTATION: applied,
@@ -112,6 +114,25 @@ def _apply(
     gpus = pod_gpus(spec, rules.gpu_resource)
     add_required(spec, required_expressions(rules.placement, gpus=gpus, warnings=warnings))
     add_preferred(spec, dataset_preferences(rules.datasets))
+
+
+def _working_copy(pod: dict[str, Any]) -> dict[str, Any]:
+    """Copy exactly the levels the steps edit; everything else stays shared with the input.
+
+    The steps replace lists and dicts below a container (resources, env, mounts, argv) rather
+    than editing them, so containers need only a shallow copy. Affinity is edited in place
+    and is small, so it is copied whole. Sharing keeps the copy cheap and lets the diff skip
+    untouched subtrees by identity.
+    """
+    new = dict(pod)
+    new["metadata"] = dict(pod.get("metadata") or {})
+    spec = new["spec"] = dict(pod["spec"])
+    for key in ("containers", "initContainers"):
+        if spec.get(key):
+            spec[key] = [dict(c) for c in spec[key]]
+    if spec.get("affinity"):
+        spec["affinity"] = clone(spec["affinity"])
+    return new
 
 
 def _plan(policy: PlacementPolicy) -> ResourcePlan:

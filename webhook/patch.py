@@ -1,7 +1,9 @@
-"""RFC 6902 JSON Patch between two JSON documents, plus the cheap copy the engine edits.
+"""RFC 6902 JSON Patch between two JSON documents, plus a cheap copy for JSON values.
 
 The engine edits one copy of the pod and this module diffs it against the input, so every
 mutation step stays a plain dict edit and the patch can never disagree with the mutated pod.
+Subtrees shared by identity are skipped, and values in the patch are the new document's own
+objects (not copies): both are read-only results.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def _diff(old: Any, new: Any, path: str, ops: JsonPatch) -> None:
         _diff_list(old, new, path, ops)
     elif type(old) is not type(new) or old != new:
         # type() guard: 1 == True and 1 == 1.0 in Python, but not in JSON.
-        ops.append({"op": "replace", "path": path, "value": clone(new)})
+        ops.append({"op": "replace", "path": path, "value": new})
 
 
 def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: str, ops: JsonPatch) -> None:
@@ -60,14 +62,14 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: str, ops: JsonPat
         if key in old:
             _diff(old[key], value, child, ops)
         else:
-            ops.append({"op": "add", "path": child, "value": clone(value)})
+            ops.append({"op": "add", "path": child, "value": value})
 
 
 def _diff_list(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> None:
     extra = len(new) - len(old)
     if extra < 0:
         # The engine only ever adds list items; a shrink is rare enough to replace wholesale.
-        ops.append({"op": "replace", "path": path, "value": clone(new)})
+        ops.append({"op": "replace", "path": path, "value": new})
         return
     if extra and _insert_scalars(old, new, path, ops):
         return
@@ -75,11 +77,11 @@ def _diff_list(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> Non
     # env, mounts). Either alignment gives a correct patch; pick the one keeping more items.
     offset = extra if extra and _front_matches(old, new, extra) else 0
     for index in range(offset):
-        ops.append({"op": "add", "path": f"{path}/{index}", "value": clone(new[index])})
+        ops.append({"op": "add", "path": f"{path}/{index}", "value": new[index]})
     for index, item in enumerate(old):
         _diff(item, new[index + offset], f"{path}/{index + offset}", ops)
     for index in range(len(old) + offset, len(new)):
-        ops.append({"op": "add", "path": f"{path}/-", "value": clone(new[index])})
+        ops.append({"op": "add", "path": f"{path}/-", "value": new[index]})
 
 
 def _insert_scalars(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> bool:
@@ -95,7 +97,7 @@ def _insert_scalars(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -
     if prefix + suffix != len(old):
         return False
     for index in range(prefix, len(new) - suffix):
-        ops.append({"op": "add", "path": f"{path}/{index}", "value": clone(new[index])})
+        ops.append({"op": "add", "path": f"{path}/{index}", "value": new[index]})
     return True
 
 
