@@ -155,6 +155,15 @@ class PolicyWatcher:
                 self._on_swap(loaded)
             return ReloadResult(swapped=True)
 
+    async def _reload_logged(self) -> None:
+        try:
+            await self.reload()
+        except Exception:
+            # Keep watching: one failed attempt must not stop every later reload.
+            logger.exception(
+                "policy reload failed unexpectedly", extra={"directory": str(self.directory)}
+            )
+
     async def watch(
         self,
         poll_interval: float,
@@ -166,7 +175,7 @@ class PolicyWatcher:
         try:
             while True:
                 await sleep(poll_interval)
-                await self.reload()
+                await self._reload_logged()
         finally:
             events.cancel()
             await asyncio.gather(events, return_exceptions=True)
@@ -182,7 +191,7 @@ class PolicyWatcher:
                 step=20,
                 recursive=True,
             ):
-                await self.reload()
+                await self._reload_logged()
         except (OSError, RuntimeError) as exc:
             # e.g. inotify watch limit reached: the periodic poll still covers us.
             logger.warning(

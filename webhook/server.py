@@ -248,8 +248,8 @@ class WebhookServer:
         if tls is None:  # build_app always sets it; this keeps the type checker honest
             raise RuntimeError("TLS context missing")
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout)
-        await runner.setup()
         try:
+            await runner.setup()  # starts the cleanup_ctx lifecycles (watchers, metrics)
             site = web.TCPSite(
                 runner, self.config.host, self.config.port, ssl_context=tls.listening, backlog=1024
             )

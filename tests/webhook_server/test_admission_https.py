@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -279,3 +281,27 @@ async def test_metrics_count_outcomes_with_bounded_policy_labels(
     assert 'topoplace_webhook_admission_duration_seconds_bucket{le="0.0001"}' in samples
     assert samples["topoplace_webhook_policies_loaded"] == 2
     assert samples["topoplace_webhook_policy_set_generation"] == 1
+
+
+async def test_metrics_port_in_use_fails_startup_and_stops_the_watchers(
+    policy_dir: Path, tls_files: TlsFiles
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        config = server_config(policy_dir, tls_files, metrics_port=taken.getsockname()[1])
+        with pytest.raises(OSError):
+            async with WebhookServer(config):
+                pass
+    await asyncio.sleep(0)
+    leftover = {t.get_name() for t in asyncio.all_tasks()} & {"policy-watch", "tls-watch"}
+    assert not leftover
+
+
+async def test_metrics_can_be_turned_off(
+    policy_dir: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
+) -> None:
+    async with WebhookServer(server_config(policy_dir, tls_files, metrics_port=None)) as server:
+        assert server.metrics_port is None
+        status, _ = await post_review(client, server.url, admission_review(gpu_pod()))
+        assert status == 200
