@@ -16,7 +16,9 @@ from tests.agent.machines import build
 
 __all__ = ["run_discovery_bench"]
 
-_FIXTURES = ("dgx-a100", "hgx-h100")
+_FIXTURES = ("dgx-h100", "dgx-a100")
+# /sys is an in-memory filesystem; build the fixture trees on tmpfs too where there is one.
+_TMPFS = "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 
 def _row(name: str, options: DiscoveryOptions, *, calls: int) -> dict[str, Any]:
@@ -40,7 +42,7 @@ def run_discovery_bench(*, calls: int = 50) -> list[dict[str, Any]]:
     # Skipped-device log lines are expected on real /sys; keep the report readable.
     logging.getLogger("agent").setLevel(logging.ERROR)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=_TMPFS) as tmp:
         for name in _FIXTURES:
             root = build(name, Path(tmp) / name)
             options = DiscoveryOptions(
