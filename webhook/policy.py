@@ -9,27 +9,29 @@ validation errors report the YAML spelling.
 from __future__ import annotations
 
 import fnmatch
-import posixpath
 import re
 from decimal import Decimal
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from agent.k8s_names import label_key_problem, label_value_problem
-from agent.vocabulary import LINK_WORDS
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.policy_fields import (
+    SOURCE_SCHEMES,
+    ContainerName,
+    EnvName,
+    EnvValue,
+    ExtendedResource,
+    LabelKey,
+    LabelName,
+    LabelValue,
+    LinkWord,
+    MountPath,
+    NamespaceGlob,
+    NonEmptyLabelValue,
+    Quantity,
+    SourceUrl,
+)
 
 __all__ = [
     "API_VERSION",
@@ -50,137 +52,15 @@ API_VERSION = "topoplace.io/v1alpha1"
 KIND = "PlacementPolicy"
 # torchrun --numa-binding choices (PyTorch >= 2.8).
 NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
-SOURCE_SCHEMES = ("s3", "gs", "http", "https", "file")
 TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-# Namespace names are DNS labels; a glob may add fnmatch's * ? [ ] !.
-_NAMESPACE_GLOB = re.compile(r"[-a-z0-9*?\[\]!]+")
-_QUALIFIED_RESOURCE = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-)
-
-
-def _raise_if(problem: str | None) -> None:
-    if problem is not None:
-        raise ValueError(problem)
-
-
-def _label_value(value: str) -> str:
-    _raise_if(label_value_problem(value))
-    return value
-
-
-def _nonempty_label_value(value: str) -> str:
-    if not value:
-        raise ValueError("must not be empty")
-    return _label_value(value)
-
-
-def _label_name(value: str) -> str:
-    if "/" in value:
-        raise ValueError(f"{value!r} must be a label name without '/'")
-    _raise_if(label_key_problem(value))  # a key without prefix is checked as a bare name
-    return value
-
-
-def _label_key(value: str) -> str:
-    _raise_if(label_key_problem(value))
-    return value
-
-
-def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a container name: lowercase alphanumerics and '-', at most 63"
-        )
-    return value
-
-
-def _namespace_glob(value: str) -> str:
-    if not value or len(value) > 63 or not _NAMESPACE_GLOB.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a namespace glob: use lowercase alphanumerics, '-', and * ? [ ]"
-        )
-    return value
-
-
-def _env_name(value: str) -> str:
-    if not _ENV_NAME.fullmatch(value):
-        raise ValueError(f"{value!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
-    return value
-
-
-def _env_value(value: Any) -> Any:
-    # YAML turns `1` into an int; accept numbers, but not `yes`/`on` (YAML 1.1 booleans).
-    if isinstance(value, bool):
-        raise ValueError("a YAML boolean is ambiguous as an environment value: quote it")
-    if isinstance(value, int | float):
-        return str(value)
-    return value
-
-
-def _positive_quantity(value: Any) -> str:
-    try:
-        amount = parse_quantity(value)
-    except QuantityError as exc:
-        raise ValueError(str(exc)) from None
-    if amount <= 0:
-        raise ValueError(f"must be a positive quantity, got {value!r}")
-    return str(value)
-
-
-def _extended_resource(value: str) -> str:
-    if len(value) > 253 or not _QUALIFIED_RESOURCE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not an extended resource name such as nvidia.com/gpu or rdma/ib"
-        )
-    return value
-
-
-def _mount_path(value: str) -> str:
-    if not value.startswith("/"):
-        raise ValueError(f"{value!r} must be an absolute path")
-    if posixpath.normpath(value) == "/":
-        raise ValueError("must not be '/': mounting a dataset over the root hides the image")
-    if ".." in value.split("/"):
-        raise ValueError(f"{value!r} must not contain '..'")
-    return value
-
-
-def _source_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in SOURCE_SCHEMES:
-        raise ValueError(f"{value!r} must be a URL with scheme {', '.join(SOURCE_SCHEMES)}")
-    if parts.scheme != "file" and not parts.netloc:
-        raise ValueError(f"{value!r} names no bucket or host")
-    if parts.scheme == "file" and not parts.path.startswith("/"):
-        raise ValueError(f"{value!r} must be file:///absolute/path")
-    return value
-
-
-LabelKey = Annotated[str, AfterValidator(_label_key)]
-LabelValue = Annotated[str, AfterValidator(_label_value)]
-ContainerName = Annotated[str, AfterValidator(_dns_label)]
-NamespaceGlob = Annotated[str, AfterValidator(_namespace_glob)]
-EnvName = Annotated[str, AfterValidator(_env_name)]
-EnvValue = Annotated[str, BeforeValidator(_env_value)]
-Quantity = Annotated[
-    str,
-    BeforeValidator(_positive_quantity),
-    Field(json_schema_extra={"pattern": r"^[0-9.]+(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"}),
-]
-LinkWord = Literal[LINK_WORDS]  # type: ignore[valid-type]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        # YAML spelling only: a snake_case key is an unknown field, not a silent alias.
         alias_generator=to_camel,
-        populate_by_name=True,
-        strict=False,
         use_attribute_docstrings=True,
     )
 
@@ -188,7 +68,7 @@ class _Model(BaseModel):
 class Metadata(_Model):
     """Object metadata; `name` is what pods put in their `topoplace.io/policy` label."""
 
-    name: Annotated[str, AfterValidator(_nonempty_label_value)]
+    name: NonEmptyLabelValue
     """Policy name: a valid label value (pods select it by label)."""
     labels: dict[LabelKey, LabelValue] = {}
     annotations: dict[str, str] = {}
@@ -214,7 +94,7 @@ class Placement(_Model):
 class Rdma(_Model):
     """RDMA device-plugin resource requested per GPU."""
 
-    resource: Annotated[str, AfterValidator(_extended_resource)]
+    resource: ExtendedResource
     """Extended resource name, e.g. rdma/ib or nvidia.com/hostdev."""
     per_gpu: Annotated[int, Field(gt=0, strict=True)] = 1
     """Devices per GPU (a positive integer)."""
@@ -243,13 +123,13 @@ class Resources(_Model):
 class Dataset(_Model):
     """A dataset cached on nodes under the webhook's cache root."""
 
-    name: Annotated[str, AfterValidator(_label_name)]
+    name: LabelName
     """Dataset name: a label name (it becomes dataset.topoplace.io/<name>)."""
-    version: Annotated[str, AfterValidator(_nonempty_label_value)]
+    version: NonEmptyLabelValue
     """Version: a label value (the node label's value)."""
-    source: Annotated[str, AfterValidator(_source_url)]
+    source: SourceUrl
     """Where prefetch downloads from: s3://, gs://, http(s)://, file:///."""
-    mount_path: Annotated[str, AfterValidator(_mount_path)]
+    mount_path: MountPath
     """Where workers see the version directory (read-only)."""
     prefer_weight: Annotated[int, Field(ge=1, le=100, strict=True)] = 50
     """Preferred node affinity weight for nodes that hold this version."""
@@ -278,7 +158,7 @@ class PolicySpec(_Model):
 
     namespaces: Annotated[list[NamespaceGlob], Field(min_length=1)] | None = None
     """Namespace globs allowed to use the policy; omit to allow every namespace."""
-    gpu_resource: Annotated[str, AfterValidator(_extended_resource)] = "nvidia.com/gpu"
+    gpu_resource: ExtendedResource = "nvidia.com/gpu"
     """Extended resource that counts GPUs."""
     workers: Annotated[list[ContainerName], Field(min_length=1)] | None = None
     """Worker container names; default: containers with a GPU limit."""

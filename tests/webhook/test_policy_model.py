@@ -53,6 +53,7 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("env name invalid", {"spec": {"env": {"1X": "a"}}}, "spec.env.1X"),
     ("env YAML boolean", {"spec": {"env": {"X": True}}}, "spec.env.X"),
     ("onMissing unknown", {"spec": {"onMissing": "ignore"}}, "onMissing"),
+    ("python spelling is not YAML spelling", {"spec": {"on_missing": "deny"}}, "on_missing"),
     ("worker not a container name", {"spec": {"workers": ["Trainer"]}}, "workers"),
     (
         "dataset mountPath root",
