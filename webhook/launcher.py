@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["bind_numa", "has_launcher"]
+__all__ = ["bind_numa"]
 
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "zsh"})
 # A short-option cluster containing `c` (bash -c, -xc, -ec, -lc, -euxc...).
@@ -61,14 +61,6 @@ def bind_numa(container: dict[str, Any], mode: str) -> bool:
         argv.insert(insert_at, flag)
         _store(container, argv, len(command) + (1 if insert_at <= len(command) else 0))
     return True
-
-
-def has_launcher(container: dict[str, Any]) -> bool:
-    argv = list(container.get("command") or []) + list(container.get("args") or [])
-    script_at = _shell_script_index(argv)
-    if script_at is not None and _SCRIPT_LAUNCHER.search(argv[script_at]):
-        return True
-    return _argv_insert_index(argv) is not None
 
 
 def _store(container: dict[str, Any], argv: list[str], command_len: int) -> None:

@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from agent.k8s_names import label_key_problem, label_value_problem
 from agent.vocabulary import LINK_WORDS
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import QUANTITY_PATTERN, QuantityError, parse_quantity
 
 __all__ = [
     "SOURCE_SCHEMES",
@@ -152,7 +152,8 @@ EnvValue = Annotated[str, BeforeValidator(_env_value)]
 Quantity = Annotated[
     str,
     BeforeValidator(_positive_quantity),
-    Field(json_schema_extra={"pattern": r"^[0-9.]+(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"}),
+    # Same grammar as the validator, without the named groups JSON Schema lacks.
+    Field(json_schema_extra={"pattern": re.sub(r"\?P<\w+>", "", QUANTITY_PATTERN)}),
 ]
 LinkWord = Literal[LINK_WORDS]  # type: ignore[valid-type]
 NonEmptyLabelValue = Annotated[str, AfterValidator(_nonempty_label_value)]

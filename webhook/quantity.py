@@ -10,6 +10,7 @@ import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 __all__ = [
+    "QUANTITY_PATTERN",
     "QuantityError",
     "ceil_int",
     "format_cpu",
@@ -19,10 +20,11 @@ __all__ = [
 
 # The grammar of k8s.io/apimachinery/pkg/api/resource: sign, digits with an optional point,
 # then a binary suffix, a decimal SI suffix, or a decimal exponent.
-_QUANTITY = re.compile(
+QUANTITY_PATTERN = (
     r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
 )
+_QUANTITY = re.compile(QUANTITY_PATTERN)
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 # Largest first, so 98304Mi prints as 96Gi.

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import pytest
 
 from agent.vocabulary import Label, dataset_label
 from tests.webhook.builders import GPU, SETTINGS, check_mutation, container, make_pod, policy_doc
-from webhook.engine import mutate
+from webhook.engine import InvalidPod, mutate
+from webhook.mutation import EngineSettings
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
 
 PLACEMENT = {
@@ -340,10 +343,6 @@ def test_dataset_without_prefetch_only_mounts(run_mutate):
 
 
 def test_cache_root_is_a_webhook_setting(policies):
-    from pathlib import Path
-
-    from webhook.mutation import EngineSettings
-
     settings = EngineSettings(cache_root=Path("/mnt/nvme/cache"), prefetch_image="i:2")
     pod = make_pod(container(gpus=1))
     result = mutate(pod, "ml-team", policies(policy_doc("p", datasets=[DATASET])), settings)
@@ -412,3 +411,36 @@ def test_patch_applies_to_a_pod_template_without_metadata_annotations(policies):
     assert jsonpatch.apply_patch(pod, result.patch) == result.pod
     assert result.pod["metadata"]["annotations"][APPLIED_ANNOTATION].startswith("p@")
     assert POLICY_LABEL in result.pod["metadata"]["labels"]
+
+
+def test_guaranteed_false_only_fills_unset_worker_amounts(policies):
+    policy_set = policies(
+        policy_doc("p", resources={"guaranteed": False, "cpuPerGpu": 4, "memoryPerGpu": "8Gi"})
+    )
+    burstable = {"limits": {GPU: 2, "cpu": "8"}, "requests": {"cpu": "2"}}
+    pod = make_pod(container(resources=copy.deepcopy(burstable)), container("sidecar"))
+    result = mutate(pod, "ml-team", policy_set, SETTINGS)
+    assert jsonpatch.apply_patch(pod, result.patch) == result.pod
+    trainer, sidecar = result.pod["spec"]["containers"]
+    assert trainer["resources"]["limits"]["cpu"] == "8"  # the user's own numbers stay
+    assert trainer["resources"]["requests"]["cpu"] == "2"
+    assert trainer["resources"]["limits"]["memory"] == "16Gi"  # unset: from memoryPerGpu
+    assert trainer["resources"]["requests"]["memory"] == "16Gi"
+    assert "resources" not in sidecar
+
+
+def test_malformed_pod_raises_invalid_pod(policies):
+    policy_set = policies(policy_doc("p"))
+    for broken in ({"containers": "trainer"}, None, {"containers": [1]}):
+        pod = make_pod()
+        pod["spec"] = broken
+        with pytest.raises(InvalidPod):
+            mutate(pod, "ml-team", policy_set, SETTINGS)
+
+
+def test_gpu_given_only_as_request_counts_and_gets_its_limit(run_mutate):
+    pod = make_pod(container(resources={"requests": {GPU: 2}}))
+    mutated, _ = run_mutate(pod, placement={"gpuNicPairs": True})
+    res = mutated["spec"]["containers"][0]["resources"]
+    assert res["limits"][GPU] == res["requests"][GPU] == 2
+    assert terms(mutated)[0]["matchExpressions"] == [expr(Label.GPU_NIC_PAIRS, "Gt", "1")]
