@@ -172,6 +172,8 @@ def test_certs_writes_where_serve_reads(base: Rendering) -> None:
     assert serve_volume == certs_volume and "emptyDir" in serve_volume
     assert not certs_mount.get("readOnly", False)
     assert certs["restartPolicy"] == "Always"  # a native sidecar: keeps renewing
+    # serve starts only after the sidecar's startup probe sees the certificate it will load
+    assert certs["startupProbe"]["exec"]["command"] == ["test", "-s", str(served.tls_cert)]
 
 
 def test_certs_names_match_the_objects_and_rbac(base: Rendering) -> None:
