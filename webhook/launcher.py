@@ -17,6 +17,7 @@ __all__ = ["bind_numa"]
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "zsh"})
 # A short-option cluster containing `c` (bash -c, -xc, -ec, -lc, -euxc...).
 _SHELL_C = re.compile(r"-[a-zA-Z]*c[a-zA-Z]*")
+_SHELL_O = re.compile(r"[-+][a-zA-Z]*o")
 _PYTHON = re.compile(r"python(?:[0-9]+(?:\.[0-9]+)*)?")
 _MODULE = "torch.distributed.run"
 _EXISTING = ("--numa-binding", "--numa_binding")
@@ -75,16 +76,19 @@ def _basename(token: str) -> str:
 
 
 def _shell_script_index(argv: list[str]) -> int | None:
-    """Index of the script in `… sh -c SCRIPT …`, or None."""
+    """Index of the script in `… sh [options] -c SCRIPT …`, or None."""
     for index, token in enumerate(argv):
         if not isinstance(token, str) or _basename(token) not in _SHELLS:
             continue
-        for offset in range(index + 1, len(argv) - 1):
+        offset = index + 1
+        while offset < len(argv) - 1:
             option = argv[offset]
-            if not option.startswith("-"):
-                break
+            if not isinstance(option, str) or not option.startswith(("-", "+")):
+                return None
             if _SHELL_C.fullmatch(option):
                 return offset + 1
+            # `-o pipefail`, `-euo pipefail`, `+o posix`: the option name is the next word.
+            offset += 2 if _SHELL_O.fullmatch(option) else 1
         return None
     return None
 

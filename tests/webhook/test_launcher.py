@@ -63,6 +63,16 @@ FOUND: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"command": ["bash"], "args": ["-ec", f"python3 -m torch.distributed.run {F} t.py"]},
     ),
     (
+        "bash -euo pipefail -c",
+        {"command": ["bash", "-euo", "pipefail", "-c", "torchrun t.py"]},
+        {"command": ["bash", "-euo", "pipefail", "-c", f"torchrun {F} t.py"]},
+    ),
+    (
+        "env assignment before torchrun in a script",
+        {"command": ["sh", "-lc", "NCCL_DEBUG=INFO torchrun t.py | tee log"]},
+        {"command": ["sh", "-lc", f"NCCL_DEBUG=INFO torchrun {F} t.py | tee log"]},
+    ),
+    (
         "two launchers in one script",
         {"command": ["bash", "-c", "torchrun a.py && torchrun b.py"]},
         {"command": ["bash", "-c", f"torchrun {F} a.py && torchrun {F} b.py"]},
@@ -83,6 +93,7 @@ NOT_FOUND: list[tuple[str, dict[str, Any]]] = [
     ("no command at all", {}),
     ("word containing torchrun", {"command": ["bash", "-c", "./my_torchrun_wrapper.sh"]}),
     ("torchrun inside another word", {"command": ["mytorchrun", "t.py"]}),
+    ("torchrun only mentioned in a quoted string", {"command": ["sh", "-c", 'echo "torchrun"']}),
     ("python -m other module", {"command": ["python", "-m", "torch.distributed.launch", "t"]}),
 ]
 
