@@ -99,7 +99,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent.prefetch import InvalidRequest, PrefetchRequest, prefetch
-    from agent.transfer import (
+    from agent.source_errors import (
         CacheWriteError,
         IntegrityError,
         RetryPolicy,

@@ -32,13 +32,8 @@ from agent.cache_layout import (
 from agent.cache_lock import DatasetLock
 from agent.k8s_names import is_label_name, is_label_value
 from agent.progress import ProgressReporter, format_summary
-from agent.transfer import (
-    CacheWriteError,
-    RetryPolicy,
-    download,
-    list_source,
-    open_source,
-)
+from agent.source_errors import CacheWriteError, RetryPolicy
+from agent.transfer import download, list_source, open_source
 
 __all__ = ["InvalidRequest", "PrefetchRequest", "PrefetchResult", "prefetch", "request_problem"]
 

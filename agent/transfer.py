@@ -14,155 +14,33 @@ import errno
 import hashlib
 import logging
 import os
-import random
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, TypeVar
+from typing import Any
 
+from agent.backoff import Backoff
 from agent.cache_layout import MARKER_FILE
+from agent.source_errors import (
+    CacheWriteError,
+    Cancelled,
+    IntegrityError,
+    RetryPolicy,
+    SourceError,
+    SourceInvalid,
+    SourceNotFound,
+    as_source_error,
+    classify_remote,
+)
 
-__all__ = [
-    "CacheWriteError",
-    "IntegrityError",
-    "RemoteFile",
-    "RetryPolicy",
-    "Source",
-    "SourceAccessDenied",
-    "SourceError",
-    "SourceInvalid",
-    "SourceNotFound",
-    "SourceUnreachable",
-    "classify_remote",
-    "download",
-    "list_source",
-    "open_source",
-]
+__all__ = ["RemoteFile", "Source", "download", "list_source", "open_source"]
 
 log = logging.getLogger(__name__)
 
-CHUNK = 8 * 1024 * 1024
-# Object stores: ranged GETs need no HEAD per file and make a failed chunk cheap to repeat.
-_RANGED = {"s3", "s3a", "gs", "gcs"}
 _HEX_MD5 = re.compile(r"[0-9a-f]{32}")
-T = TypeVar("T")
-
-
-class SourceError(Exception):
-    """The source cannot be read; the message names the URL and what to do."""
-
-
-class SourceNotFound(SourceError):
-    pass
-
-
-class SourceAccessDenied(SourceError):
-    pass
-
-
-class SourceUnreachable(SourceError):
-    pass
-
-
-class SourceInvalid(SourceError):
-    pass
-
-
-class IntegrityError(Exception):
-    """A file arrived with the wrong size or checksum, every time it was fetched."""
-
-
-class Cancelled(Exception):
-    """Another worker failed; this one stops between chunks."""
-
-
-class CacheWriteError(Exception):
-    """Writing into the cache failed (disk full, read-only, permissions)."""
-
-    def __init__(self, exc: OSError, path: Path) -> None:
-        self.disk_full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        what = "disk full" if self.disk_full else (exc.strerror or str(exc))
-        super().__init__(f"{what} writing {path}")
-
-
-RemoteKind = Literal["not_found", "denied", "transient", "other"]
-# Transient failures of the HTTP stacks under fsspec, by class name so that neither botocore nor
-# aiohttp has to be imported here (ConnectionError also matches botocore's class of that name).
-_TRANSIENT_NAMES = {
-    "ConnectionError",
-    "HTTPClientError",
-    "ClientConnectionError",
-    "ClientPayloadError",
-    "ServerTimeoutError",
-    "FSTimeoutError",
-    "IncompleteReadError",
-    "ResponseStreamingError",
-}
-
-
-def classify_remote(exc: BaseException) -> RemoteKind:
-    """How a failure talking to the source should be treated."""
-    if isinstance(exc, FileNotFoundError):
-        # fsspec's HTTP filesystem reports every failed HEAD/GET (403, refused…) this way
-        cause = exc.__cause__
-        if cause is not None and not isinstance(cause, FileNotFoundError):
-            kind = classify_remote(cause)
-            return kind if kind != "other" else "not_found"
-        return "not_found"
-    if isinstance(exc, PermissionError):
-        return "denied"
-    status = getattr(exc, "status", None)  # aiohttp.ClientResponseError (http sources)
-    if isinstance(status, int):
-        if status in (401, 403):
-            return "denied"
-        if status in (404, 410):
-            return "not_found"
-        return "transient" if status == 429 or status >= 500 else "other"
-    if isinstance(exc, ConnectionError | TimeoutError):
-        return "transient"
-    if any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__):
-        return "transient"
-    # s3fs turns S3 error codes it has no Python exception for (InternalError, SlowDown…) into EIO
-    if isinstance(exc, OSError) and exc.errno == errno.EIO:
-        return "transient"
-    return "other"
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Capped exponential backoff with jitter, on top of the client library's own retries."""
-
-    attempts: int = 5
-    base_s: float = 0.5
-    cap_s: float = 20.0
-    sleep: Callable[[float], None] = field(default=lambda s: threading.Event().wait(s))
-
-    def delay(self, attempt: int) -> float:
-        ceiling = min(self.cap_s, self.base_s * 2**attempt)
-        return ceiling / 2 + random.random() * ceiling / 2  # jitter, not cryptography
-
-    def call(self, fn: Callable[[], T], *, what: str) -> T:
-        for attempt in range(self.attempts):
-            try:
-                return fn()
-            except Exception as exc:
-                if classify_remote(exc) != "transient" or attempt + 1 >= self.attempts:
-                    raise
-                pause = self.delay(attempt)
-                log.warning(
-                    "%s failed (%s: %s); retry %d/%d in %.1fs",
-                    what,
-                    type(exc).__name__,
-                    exc,
-                    attempt + 1,
-                    self.attempts - 1,
-                    pause,
-                )
-                self.sleep(pause)
-        raise RuntimeError("unreachable: attempts must be >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +49,6 @@ class Source:
     fs: Any  # fsspec.AbstractFileSystem; typed loosely so this module imports without fsspec
     path: str
     protocol: str
-
-    @property
-    def ranged(self) -> bool:
-        return self.protocol in _RANGED
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,34 +148,7 @@ def list_source(src: Source, *, retry: RetryPolicy) -> list[RemoteFile]:
     except SourceError:
         raise
     except Exception as exc:
-        raise _as_source_error(exc, src.url, retry.attempts) from exc
-
-
-def _as_source_error(exc: Exception, url: str, attempts: int) -> SourceError:
-    kind = classify_remote(exc)
-    detail = f"{type(exc).__name__}: {exc}"
-    if kind == "not_found":
-        return SourceNotFound(f"{url}: no such bucket, prefix or object ({detail})")
-    if kind == "denied":
-        return SourceAccessDenied(f"{url}: permission denied ({detail}); check the credentials")
-    if kind == "transient":
-        return SourceUnreachable(f"{url}: unreachable after {attempts} attempts ({detail})")
-    return SourceError(f"{url}: {detail}")
-
-
-def _chunks(src: Source, f: RemoteFile, retry: RetryPolicy) -> Iterator[bytes]:
-    if src.ranged and f.size is not None:
-        for start in range(0, f.size, CHUNK):
-            end = min(start + CHUNK, f.size)
-            yield retry.call(
-                lambda s=start, e=end: src.fs.cat_file(f.path, start=s, end=e),
-                what=f"reading {f.path}",
-            )
-        return
-    # Streams (local files, HTTP): one open per file; a failure restarts the file.
-    with src.fs.open(f.path, "rb", block_size=0 if src.protocol.startswith("http") else None) as fh:
-        while chunk := fh.read(CHUNK):
-            yield chunk
+        raise as_source_error(exc, src.url, retry.attempts) from exc
 
 
 @dataclass(slots=True)
@@ -312,37 +159,59 @@ class _Shared:
     etag_is_md5: bool = True  # flipped once, by any worker; a bool store needs no lock
 
 
-def _write_once(
-    src: Source,
-    f: RemoteFile,
-    target: Path,
-    retry: RetryPolicy,
-    shared: _Shared,
-    on_bytes: Callable[[int], None],
-) -> tuple[int, str]:
-    digest = hashlib.md5(usedforsecurity=False)
-    written = 0
+def _md5_file(path: Path) -> str:
+    # Read back from the page cache, in the worker thread (hashlib releases the GIL).
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Reporter:
+    """Turns fsspec's cumulative callback into byte deltas; `take_back` undoes a failed try."""
+
+    def __init__(self, shared: _Shared, on_bytes: Callable[[int], None]) -> None:
+        self._shared = shared
+        self._on_bytes = on_bytes
+        self.reported = 0
+
+    def hook(self, size: int | None, value: int, **_: object) -> None:
+        if self._shared.cancel.is_set():
+            raise Cancelled()  # raised inside get_file: stops this worker's transfer
+        self.add(value - self.reported)
+
+    def add(self, n: int) -> None:
+        self._on_bytes(n)
+        self.reported += n
+
+    def take_back(self) -> None:
+        self.add(-self.reported)
+
+
+def _get_once(src: Source, f: RemoteFile, target: Path, reporter: _Reporter) -> int:
+    """One streaming GET into `target` (s3fs resumes a broken body by itself; local files
+    are a copyfile, which reports no progress until done); returns the size on disk."""
+    from fsspec.callbacks import Callback
+
+    try:
+        src.fs.get_file(f.path, str(target), callback=Callback(hooks={"p": reporter.hook}))
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # our side, not the store's
+            raise CacheWriteError(exc, target) from exc
+        raise
+    try:
+        size = target.stat().st_size
+        _fsync_file(target)
     except OSError as exc:
         raise CacheWriteError(exc, target) from exc
-    with os.fdopen(fd, "wb") as out:
-        for chunk in _chunks(src, f, retry):
-            if shared.cancel.is_set():
-                raise Cancelled()
-            try:
-                out.write(chunk)
-            except OSError as exc:
-                raise CacheWriteError(exc, target) from exc
-            digest.update(chunk)
-            written += len(chunk)
-            on_bytes(len(chunk))
-        try:
-            out.flush()
-            os.fsync(out.fileno())
-        except OSError as exc:
-            raise CacheWriteError(exc, target) from exc
-    return written, digest.hexdigest()
+    reporter.add(size - reporter.reported)
+    return size
 
 
 def _fetch(
@@ -359,32 +228,40 @@ def _fetch(
     except OSError as exc:
         raise CacheWriteError(exc, target.parent) from exc
     seen: str | None = None
+    backoff = Backoff(retry.backoff)
     for attempt in range(retry.attempts):
-        written = 0
+        last = attempt + 1 >= retry.attempts
+        reporter = _Reporter(shared, on_bytes)
         try:
-            written, got = _write_once(src, f, target, retry, shared, on_bytes)
-            if f.size is not None and written != f.size:
-                raise IntegrityError(f"{f.path}: got {written} bytes, listed as {f.size}")
-            if f.md5 and shared.etag_is_md5 and got != f.md5:
-                if got == seen:  # same bytes twice: the ETag is not an MD5 (SSE-KMS, SSE-C)
-                    shared.etag_is_md5 = False
-                    log.warning("%s: ETag is not the content MD5; checking sizes only", f.path)
-                    return
-                seen = got
-                raise IntegrityError(f"{f.path}: MD5 {got} differs from the ETag {f.md5}")
-            return
+            size = _get_once(src, f, target, reporter)
         except (Cancelled, CacheWriteError):
+            reporter.take_back()
             raise
         except Exception as exc:
-            on_bytes(-written)
-            # Ranged reads already retried each chunk; streams restart the whole file.
-            again = isinstance(exc, IntegrityError) or (
-                not src.ranged and classify_remote(exc) == "transient"
-            )
-            if not again or attempt + 1 >= retry.attempts:
+            reporter.take_back()
+            if last or classify_remote(exc) != "transient":
                 raise
             log.warning("%s: %s; fetching the file again", f.path, exc)
-            retry.sleep(retry.delay(attempt))
+            retry.sleep(backoff.next_delay())
+            continue
+        problem = None
+        if f.size is not None and size != f.size:
+            problem = f"{f.path}: got {size} bytes, listed as {f.size}"
+        elif f.md5 and shared.etag_is_md5:
+            got = _md5_file(target)
+            if got != f.md5 and got == seen:  # same bytes twice: the ETag is no MD5 (SSE-KMS/C)
+                shared.etag_is_md5 = False
+                log.warning("%s: ETag is not the content MD5; checking sizes only", f.path)
+            elif got != f.md5:
+                seen = got
+                problem = f"{f.path}: MD5 {got} differs from the ETag {f.md5}"
+        if problem is None:
+            return
+        reporter.take_back()
+        if last:
+            raise IntegrityError(problem)
+        log.warning("%s; fetching the file again", problem)
+        retry.sleep(backoff.next_delay())
 
 
 def download(
@@ -428,4 +305,5 @@ def download(
     if isinstance(exc, SourceError | CacheWriteError | IntegrityError):
         raise exc
     path = order[futures.index(failed)].path
-    raise _as_source_error(exc, f"{src.protocol}://{path}", retry.attempts) from exc  # type: ignore[arg-type]
+    url = path if "://" in path else f"{src.protocol}://{path}"
+    raise as_source_error(exc, url, retry.attempts) from exc  # type: ignore[arg-type]

@@ -8,9 +8,10 @@ import aiohttp
 import botocore.exceptions
 import pytest
 
+from agent.backoff import BackoffPolicy
 from agent.cmd_prefetch import parse_size
 from agent.progress import ProgressSnapshot, format_progress, format_summary
-from agent.transfer import RetryPolicy, classify_remote
+from agent.source_errors import RetryPolicy, classify_remote
 
 
 class Flaky:
@@ -27,16 +28,17 @@ class Flaky:
 
 def test_transient_errors_are_retried_with_capped_growing_pauses() -> None:
     pauses: list[float] = []
-    policy = RetryPolicy(attempts=5, base_s=1.0, cap_s=3.0, sleep=pauses.append)
+    backoff = BackoffPolicy(initial=1.0, cap=3.0, floor=0.1)
+    policy = RetryPolicy(attempts=5, backoff=backoff, sleep=pauses.append)
     fn = Flaky(
         [ConnectionResetError(), TimeoutError(), ConnectionRefusedError(), OSError(errno.EIO, "x")]
     )
     assert policy.call(fn, what="t") == "ok"
     assert fn.calls == 5
-    # pause n lies in [ceiling/2, ceiling] with ceiling = min(cap, base * 2**n)
+    assert len(pauses) == 4
+    # pause n lies in [floor, ceiling] with ceiling = min(cap, initial * 2**n)
     for n, pause in enumerate(pauses):
-        ceiling = min(3.0, 2.0**n)
-        assert ceiling / 2 <= pause <= ceiling
+        assert 0.1 <= pause <= min(3.0, 2.0**n)
 
 
 def test_permanent_errors_are_not_retried_and_attempts_are_bounded() -> None:
