@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agent.cache_layout import DEFAULT_CACHE_ROOT
 from webhook.mutation import DEFAULT_PREFETCH_IMAGE
 
 __all__ = ["add_arguments", "run"]
@@ -43,20 +44,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where --self-signed writes ca.crt, tls.crt, tls.key (default: a temporary dir)",
     )
     parser.add_argument(
-        "--host", help="listen address (default 0.0.0.0; 127.0.0.1 with --self-signed)"
+        "--host",
+        metavar="ADDR",
+        help="listen address of HTTPS and metrics (default 0.0.0.0; 127.0.0.1 with --self-signed)",
     )
-    parser.add_argument("--port", type=int, default=8443, help="HTTPS port; 0 picks a free one")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8443,
+        metavar="PORT",
+        help="HTTPS port (default 8443; 0: a free one)",
+    )
     parser.add_argument(
         "--metrics-port",
         type=int,
         default=9102,
+        metavar="PORT",
         help="plain-HTTP Prometheus port (0: a free one, -1: off; default 9102)",
     )
     parser.add_argument(
         "--dataset-cache-root",
         type=Path,
         metavar="DIR",
-        help="node path of the dataset cache (a webhook setting: policies cannot choose it)",
+        help=f"node path of the dataset cache (default {DEFAULT_CACHE_ROOT}); a webhook "
+        "setting, so policies cannot choose host paths",
     )
     parser.add_argument(
         "--prefetch-image",
@@ -134,17 +145,16 @@ def _self_signed(directory: Path | None) -> tuple[Path, Path, Path]:
 async def _serve(args: argparse.Namespace, cert: Path, key: Path, host: str) -> int:
     import asyncio
     import contextlib
+    import gc
     import signal
 
     from webhook.mutation import EngineSettings
     from webhook.policy_loader import PolicyLoadError
     from webhook.server import ServerConfig, WebhookServer
 
-    settings = EngineSettings(prefetch_image=args.prefetch_image)
-    if args.dataset_cache_root is not None:
-        settings = EngineSettings(
-            cache_root=args.dataset_cache_root, prefetch_image=args.prefetch_image
-        )
+    settings = EngineSettings(
+        cache_root=args.dataset_cache_root or DEFAULT_CACHE_ROOT, prefetch_image=args.prefetch_image
+    )
     config = ServerConfig(
         policies_dir=args.policies,
         cert_path=cert,
@@ -175,8 +185,15 @@ async def _serve(args: argparse.Namespace, cert: Path, key: Path, host: str) -> 
                 print(f"  {message}", file=sys.stderr)
             return _EXIT_POLICIES
         except OSError as exc:
-            print(f"topoplace-webhook serve: cannot listen on {host}: {exc}", file=sys.stderr)
+            print(
+                f"topoplace-webhook serve: cannot listen on {host} "
+                f"(port {args.port}, metrics port {args.metrics_port}): {exc}",
+                file=sys.stderr,
+            )
             return _EXIT_STARTUP
+        # Everything loaded so far lives until exit: keep the collector from rescanning it
+        # on every full collection (admission allocates many short-lived dicts).
+        gc.freeze()
         print(f"listening: {server.url}", flush=True)
         if server.metrics_port is not None:
             metrics_host = server.url.split("//", 1)[1].rsplit(":", 1)[0]
