@@ -58,8 +58,8 @@ def mutate(
             pod=pod,
             policy=name,
             warnings=[
-                f"placement policy {name!r} (label {POLICY_LABEL}) does not exist; pod admitted "
-                f"unchanged. Known policies: {_some(policies.names)}"
+                f"placement policy {name!r} does not exist (known: {_some(policies.names)}); "
+                f"pod admitted unchanged"
             ],
         )
     if not policy.allows_namespace(namespace):
@@ -107,7 +107,7 @@ def _apply(
     for worker in workers:
         if mode is not None and not bind_numa(worker, mode):
             warnings.append(
-                f"worker container {worker.get('name', '?')}: no torchrun found in command/args; "
+                f"worker container {worker.get('name', '?')}: no torchrun in command/args; "
                 f"--numa-binding={mode} not added"
             )
         add_env(worker, rules.env, warnings=warnings)
@@ -149,18 +149,19 @@ def _plan(policy: PlacementPolicy) -> ResourcePlan:
 
 
 def _forbidden(pod: dict[str, Any], policy: PlacementPolicy, namespace: str) -> Mutation:
-    allowed = ", ".join(policy.spec.namespaces or ())
-    reason = (
-        f"namespace {namespace!r} may not use placement policy {policy.name!r} "
-        f"(allowed namespaces: {allowed}); remove label {POLICY_LABEL} from the pod or ask "
-        f"the platform team to add the namespace to the policy's spec.namespaces"
-    )
+    allowed = _some(tuple(policy.spec.namespaces or ()), limit=5)
+    what = f"namespace {namespace!r} may not use placement policy {policy.name!r} ({allowed})"
     if policy.spec.on_missing == "deny":
-        return Mutation(pod=pod, allowed=False, denial=reason, policy=policy.name)
-    return Mutation(pod=pod, warnings=[reason + "; pod admitted unchanged"], policy=policy.name)
+        denial = (
+            f"{what}: remove label {POLICY_LABEL} from the pod, or ask the platform team to "
+            f"add the namespace to the policy's spec.namespaces"
+        )
+        return Mutation(pod=pod, allowed=False, denial=denial, policy=policy.name)
+    # The API server may truncate warnings past 256 characters: keep them short.
+    return Mutation(pod=pod, warnings=[f"{what}; pod admitted unchanged"], policy=policy.name)
 
 
-def _some(names: tuple[str, ...], limit: int = 10) -> str:
+def _some(names: tuple[str, ...], limit: int = 5) -> str:
     if not names:
         return "(none loaded)"
     shown = ", ".join(names[:limit])

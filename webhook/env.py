@@ -22,6 +22,5 @@ def add_env(container: dict[str, Any], env: Mapping[str, str], *, warnings: list
         # `env` wins over `envFrom`; we cannot see the ConfigMap's keys at admission.
         warnings.append(
             f"container {container.get('name', '?')}: policy env "
-            f"{', '.join(a['name'] for a in added)} takes precedence over same-named keys "
-            f"from envFrom; set them in env to keep your values"
+            f"{', '.join(a['name'] for a in added)} overrides same-named envFrom keys"
         )

@@ -74,9 +74,8 @@ def apply_resources(
     if defaulted:
         what = "worker container" if worker else "container"
         warnings.append(
-            f"{what} {name}: sets no {' or '.join(d.split()[0] for d in defaulted)}; using "
-            f"{', '.join(defaulted)} (requests = limits) for Guaranteed QoS; set its resources "
-            f"if it needs more"
+            f"{what} {name}: no resources set; using {', '.join(defaulted)} "
+            f"(requests = limits) for Guaranteed QoS"
         )
     _extended(limits, requests, plan.gpu_resource)
     if plan.rdma_resource and gpus > 0:
@@ -101,7 +100,7 @@ def _settle(
     lim, req = amount(limit), amount(request)
     if lim is not None and req is not None and req > lim:
         warnings.append(
-            f"container {name}: {resource} request {request} exceeds its limit {limit}; "
+            f"container {name}: {resource} request {request} above limit {limit}; "
             f"lowered to the limit"
         )
         requests[resource] = limit
@@ -114,8 +113,8 @@ def _integer_cpu(value: Any, name: str, warnings: list[str]) -> Any:
         return value
     rounded = ceil_int(cores)
     warnings.append(
-        f"worker container {name}: cpu {value} rounded up to {rounded}: exclusive cores need "
-        f"an integer CPU count"
+        f"worker container {name}: cpu {value} rounded up to {rounded} "
+        f"(exclusive cores need whole CPUs)"
     )
     return str(rounded)
 

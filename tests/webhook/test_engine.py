@@ -247,7 +247,7 @@ def test_request_above_limit_is_lowered_to_the_limit(run_mutate):
     pod = make_pod(container(resources=res))
     mutated, result = run_mutate(pod)
     assert resources_of(mutated, "trainer")["requests"]["memory"] == "8Gi"
-    assert any("exceeds its limit" in w for w in result.warnings)
+    assert any("above limit" in w for w in result.warnings)
 
 
 def test_fractional_user_cpu_on_worker_rounds_up_but_not_on_sidecar(run_mutate):
@@ -272,7 +272,7 @@ def test_every_container_kind_is_guaranteed(run_mutate):
     proxy = resources_of(mutated, "proxy")
     assert proxy["limits"]["cpu"] == proxy["requests"]["cpu"] == "50m"
     assert proxy["limits"]["memory"] == proxy["requests"]["memory"]
-    assert {w.split(":")[0] for w in result.warnings if "sets no" in w} == {
+    assert {w.split(":")[0] for w in result.warnings if "no resources set" in w} == {
         "container setup",
         "container proxy",
         "container exporter",
@@ -444,3 +444,23 @@ def test_gpu_given_only_as_request_counts_and_gets_its_limit(run_mutate):
     res = mutated["spec"]["containers"][0]["resources"]
     assert res["limits"][GPU] == res["requests"][GPU] == 2
     assert terms(mutated)[0]["matchExpressions"] == [expr(Label.GPU_NIC_PAIRS, "Gt", "1")]
+
+
+def test_warnings_fit_the_api_servers_limit(policies):
+    # The API server may truncate admission warnings longer than 256 characters.
+    policy_set = policies(
+        policy_doc(
+            "p",
+            namespaces=[f"team-{i}-*" for i in range(20)],
+            placement={"gpuNicPairs": True},
+            launcher={"numaBinding": "exclusive"},
+            workers=["w" * 63],
+        )
+    )
+    pod = make_pod(container("c" * 63), container("d" * 63, gpus=1))
+    forbidden = mutate(pod, "default", policy_set, SETTINGS)
+    allowed = mutate(pod, "team-1-x", policy_set, SETTINGS)
+    missing = mutate(make_pod(policy="q" * 63), "default", policy_set, SETTINGS)
+    warnings = forbidden.warnings + allowed.warnings + missing.warnings
+    assert len(warnings) >= 4
+    assert all(len(w) <= 256 for w in warnings), max(warnings, key=len)
