@@ -74,8 +74,8 @@ def apply_resources(
     if defaulted:
         what = "worker container" if worker else "container"
         warnings.append(
-            f"{what} {name}: no resources set; using {', '.join(defaulted)} "
-            f"(requests = limits) for Guaranteed QoS"
+            f"{what} {name}: sets no {' or '.join(d.split()[0] for d in defaulted)}; using "
+            f"{', '.join(defaulted)} (requests = limits) for Guaranteed QoS"
         )
     _extended(limits, requests, plan.gpu_resource)
     if plan.rdma_resource and gpus > 0:

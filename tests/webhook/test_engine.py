@@ -272,7 +272,7 @@ def test_every_container_kind_is_guaranteed(run_mutate):
     proxy = resources_of(mutated, "proxy")
     assert proxy["limits"]["cpu"] == proxy["requests"]["cpu"] == "50m"
     assert proxy["limits"]["memory"] == proxy["requests"]["memory"]
-    assert {w.split(":")[0] for w in result.warnings if "no resources set" in w} == {
+    assert {w.split(":")[0] for w in result.warnings if "sets no" in w} == {
         "container setup",
         "container proxy",
         "container exporter",
