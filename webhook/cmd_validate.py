@@ -25,5 +25,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{count} problem{'s' if count != 1 else ''} in {args.directory}", file=sys.stderr)
         return 1
     n, files = len(policies), len(policies.files)
+    if not files:
+        print(f"warning: {args.directory} holds no *.yaml files", file=sys.stderr)
     print(f"{n} polic{'ies' if n != 1 else 'y'} in {files} file{'s' if files != 1 else ''} OK")
     return 0

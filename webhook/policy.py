@@ -64,6 +64,14 @@ class _Model(BaseModel):
         use_attribute_docstrings=True,
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        # `launcher:` with nothing after it is null in YAML; treat it as "not given".
+        if isinstance(data, dict) and None in data.values():
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
 
 class Metadata(_Model):
     """Object metadata; `name` is what pods put in their `topoplace.io/policy` label."""

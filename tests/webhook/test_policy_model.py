@@ -152,3 +152,11 @@ def test_namespace_globs_are_fnmatch_patterns():
 
 def test_no_namespaces_means_every_namespace():
     assert PlacementPolicy.model_validate(policy_doc("p")).allows_namespace("anything")
+
+
+def test_empty_sections_mean_defaults():
+    policy = PlacementPolicy.model_validate(
+        build({"spec": {"launcher": None, "placement": None, "env": None, "namespaces": None}})
+    )
+    assert policy.spec.launcher.numa_binding is None and policy.spec.env == {}
+    assert policy.allows_namespace("anything")
