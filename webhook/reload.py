@@ -6,10 +6,11 @@ directory; an invalid set is refused whole (every message logged, the error coun
 the last good set keeps serving. The serving set lives in one attribute, replaced by a
 single assignment, so a request reads either the old set or the new one, never a mixture.
 
-The kubelet updates a ConfigMap volume by writing a new `..<timestamp>` directory and
-renaming a `..data_tmp` symlink over `..data`; `DIR/*.yaml` are symlinks through `..data`.
-A load is accepted only if `..data` pointed at the same target before and after it, so a
-swap in the middle of reading the files cannot produce a mixed set.
+The kubelet updates a ConfigMap volume by writing a new `..<timestamp>` directory,
+renaming a `..data_tmp` symlink over `..data`, then adjusting the `DIR/*.yaml` symlinks
+that point through `..data`. So policies are read from `DIR/..data/` when it exists, and a
+load is accepted only if `..data` pointed at the same target before and after it: a swap in
+the middle of reading the files cannot produce a mixed set.
 """
 
 from __future__ import annotations
@@ -56,12 +57,22 @@ def _data_target(directory: Path) -> str | None:
         return None  # not a ConfigMap volume (or no ..data yet): plain directory
 
 
+def _source(directory: Path) -> Path:
+    """Where to read: `DIR/..data` on a ConfigMap volume, else DIR itself.
+
+    Reading through `..data` sees the new generation's files all at once, even those whose
+    user-visible symlink in DIR the kubelet has not created yet.
+    """
+    data = directory / _DATA_LINK
+    return data if data.is_dir() else directory
+
+
 def _fingerprint(directory: Path) -> str:
-    """Cheap identity of what load_policy_dir would read: names and bytes of DIR/*.yaml."""
+    """Cheap identity of what load_policy_dir would read: names and bytes of *.yaml."""
     h = hashlib.sha256()
     h.update((_data_target(directory) or "").encode())
     try:
-        entries = sorted(p for p in directory.glob("*.yaml") if not p.name.startswith("."))
+        entries = sorted(p for p in _source(directory).glob("*.yaml") if not p.name.startswith("."))
     except OSError:
         return ""
     for path in entries:
@@ -79,14 +90,14 @@ def load_consistent(directory: Path) -> PolicySet:
     for _ in range(_ATTEMPTS - 1):
         before = _data_target(directory)
         try:
-            loaded = load_policy_dir(directory)
+            loaded = load_policy_dir(_source(directory))
         except PolicyLoadError:
             if _data_target(directory) != before:
                 continue  # a read straddled a swap: errors may be artefacts, read again
             raise
         if _data_target(directory) == before:
             return loaded
-    return load_policy_dir(directory)
+    return load_policy_dir(_source(directory))
 
 
 class PolicyWatcher:

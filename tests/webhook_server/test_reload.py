@@ -36,7 +36,8 @@ class ConfigMapVolume:
         self._generation = 0
         root.mkdir()
 
-    def write(self, files: dict[str, str]) -> None:
+    def write(self, files: dict[str, str], *, finish: bool = True) -> None:
+        """`finish=False` stops right after the `..data` swap, before the symlink cleanup."""
         self._generation += 1
         stamp = f"..2026_11_29_10_00_{self._generation:02d}.{4000000 + self._generation}"
         (self.root / stamp).mkdir()
@@ -46,6 +47,8 @@ class ConfigMapVolume:
         old = os.readlink(data) if data.is_symlink() else None
         os.symlink(stamp, self.root / "..data_tmp")
         os.rename(self.root / "..data_tmp", data)
+        if not finish:
+            return
         for name in files:
             if not (self.root / name).is_symlink():
                 os.symlink(f"..data/{name}", self.root / name)
@@ -129,6 +132,8 @@ async def test_configmap_swaps_under_traffic_never_mix_sets(
                 assert "warnings" not in answer["response"], answer["response"]["warnings"]
                 seen[_state_of(answer)] += 1
 
+        _, answer = await post_review(client, server.url, admission_review(gpu_pod()))
+        seen[_state_of(answer)] += 1  # the first version, before any swap
         workers = [asyncio.create_task(traffic()) for _ in range(6)]
         for version in (V2, V1, V2, V1, V2, V1, V2):
             await asyncio.sleep(0.2)
@@ -136,6 +141,7 @@ async def test_configmap_swaps_under_traffic_never_mix_sets(
 
         async def serving_v2() -> bool:
             _, answer = await post_review(client, server.url, admission_review(gpu_pod()))
+            seen[_state_of(answer)] += 1
             return _state_of(answer)[1] == "v2"
 
         await _until(serving_v2, "the last update to be served")
@@ -193,3 +199,23 @@ async def test_plain_directory_edit_reloads(
             return _state_of(answer)[:2] == ("6", "edited")
 
         await _until(edited, "the edited policy to be served")
+
+
+async def test_new_file_counts_as_soon_as_data_is_swapped(
+    tmp_path: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
+) -> None:
+    volume = ConfigMapVolume(tmp_path / "volume")
+    volume.write(V1)
+    async with WebhookServer(server_config(volume.root, tls_files)) as server:
+        # The kubelet has swapped `..data` but not yet linked `extra.yaml` into the volume.
+        volume.write(
+            {**V1, "extra.yaml": ddp_policy().replace("name: ddp", "name: extra")}, finish=False
+        )
+        assert not (volume.root / "extra.yaml").exists()
+
+        async def extra_served() -> bool:
+            review = admission_review(gpu_pod(policy="extra"))
+            _, answer = await post_review(client, server.url, review)
+            return "patch" in answer["response"]
+
+        await _until(extra_served, "the policy in the new file to be served")
