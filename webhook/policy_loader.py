@@ -56,16 +56,29 @@ def _empty() -> Mapping[str, Any]:
     return MappingProxyType({})
 
 
+def _generation_hash(hashes: Mapping[str, str]) -> str:
+    whole = hashlib.sha256()
+    for name in sorted(hashes):
+        whole.update(f"{name}@{hashes[name]}\n".encode())
+    return whole.hexdigest()[:16]
+
+
 # eq=False: Mapping's item-wise equality is the meaningful one.
 @dataclass(frozen=True, slots=True, eq=False)
 class PolicySet(Mapping[str, PlacementPolicy]):
-    """Policies by name, each with a content hash; O(1) lookup, never mutated after loading."""
+    """Policies by name, each with a content hash; O(1) lookup, never mutated after loading.
+
+    Build one with `PolicySet.build(...)` (or `load_policy_dir`); `PolicySet()` is the empty set.
+    """
 
     policies: Mapping[str, PlacementPolicy] = field(default_factory=_empty)
     hashes: Mapping[str, str] = field(default_factory=_empty)
     origins: Mapping[str, PolicyOrigin] = field(default_factory=_empty)
     files: tuple[str, ...] = ()
-    generation_hash: str = field(default="")
+    names: tuple[str, ...] = ()
+    """Policy names, sorted (for messages and metrics)."""
+    generation_hash: str = _generation_hash({})
+    """Hash of the whole set: changes exactly when some policy is added, removed or edited."""
 
     @classmethod
     def build(
@@ -73,15 +86,13 @@ class PolicySet(Mapping[str, PlacementPolicy]):
     ) -> PolicySet:
         policies = {policy.name: policy for policy, _ in entries}
         hashes = {name: policy_hash(policy) for name, policy in policies.items()}
-        whole = hashlib.sha256()
-        for name in sorted(hashes):
-            whole.update(f"{name}@{hashes[name]}\n".encode())
         return cls(
             policies=MappingProxyType(policies),
             hashes=MappingProxyType(hashes),
             origins=MappingProxyType({policy.name: origin for policy, origin in entries}),
             files=files,
-            generation_hash=whole.hexdigest()[:16],
+            names=tuple(sorted(policies)),
+            generation_hash=_generation_hash(hashes),
         )
 
     def __getitem__(self, name: str) -> PlacementPolicy:
@@ -95,10 +106,6 @@ class PolicySet(Mapping[str, PlacementPolicy]):
 
     def __contains__(self, name: object) -> bool:
         return name in self.policies
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(sorted(self.policies))
 
     def hash_of(self, name: str) -> str:
         return self.hashes[name]
