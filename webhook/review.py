@@ -115,6 +115,12 @@ class ReviewRequest:
         )
 
 
+def _show(value: object) -> str:
+    """A value from the request for an error message, never longer than a line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _field(doc: dict[str, Any], key: str, kind: type, where: str, *, required: bool = True) -> Any:
     value = doc.get(key)
     if value is None and not required:
@@ -132,7 +138,8 @@ def _check_pod(obj: dict[str, Any]) -> None:
     api_version = obj.get("apiVersion", "v1")
     if kind != "Pod" or api_version != "v1":
         raise MalformedReview(
-            f"request.object is {api_version!s}/{kind!s}, but request.kind says v1/Pod"
+            f"request.object has apiVersion {_show(api_version)} and kind {_show(kind)}, "
+            "but request.kind says v1 Pod"
         )
     metadata = _field(obj, "metadata", dict, "request.object.", required=False) or {}
     for key in ("labels", "annotations"):
@@ -155,10 +162,10 @@ def parse_review(body: bytes | str) -> ReviewRequest:
     if not isinstance(doc, dict):
         raise MalformedReview("body must be a JSON object (an AdmissionReview)")
     if doc.get("kind") != KIND:
-        raise MalformedReview(f"kind must be {KIND!r} (got {doc.get('kind')!r})")
+        raise MalformedReview(f"kind must be {KIND!r} (got {_show(doc.get('kind'))})")
     if doc.get("apiVersion") != API_VERSION:
         raise MalformedReview(
-            f"apiVersion must be {API_VERSION!r} (got {doc.get('apiVersion')!r}); "
+            f"apiVersion must be {API_VERSION!r} (got {_show(doc.get('apiVersion'))}); "
             "set admissionReviewVersions: [v1] in the MutatingWebhookConfiguration"
         )
     request = _field(doc, "request", dict, "")
@@ -168,7 +175,7 @@ def parse_review(body: bytes | str) -> ReviewRequest:
     operation = _field(request, "operation", str, "request.")
     if operation not in _OPERATIONS:
         raise MalformedReview(
-            f"request.operation must be one of {sorted(_OPERATIONS)} (got {operation!r})"
+            f"request.operation must be one of {sorted(_OPERATIONS)} (got {_show(operation)})"
         )
     gvk = _field(request, "kind", dict, "request.")
     for key in ("group", "version", "kind"):

@@ -184,7 +184,7 @@ async def test_object_that_is_not_a_pod_gets_400(
 ) -> None:
     review = admission_review({"apiVersion": "v1", "kind": "Service", "spec": {}})
     status, text = await post_review(client, server.url, review)
-    assert status == 400 and "v1/Service" in text
+    assert status == 400 and "kind 'Service'" in text
 
 
 async def test_oversized_body_gets_400_and_server_keeps_serving(

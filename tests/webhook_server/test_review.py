@@ -34,7 +34,7 @@ def test_reference_review_parses_as_pod_create() -> None:
         (lambda r: r["request"].update(operation="PATCH"), "request.operation must be one of"),
         (lambda r: r.pop("request"), "request must be an object"),
         (lambda r: r["request"].update(object=None), "must hold the Pod"),
-        (lambda r: r["request"]["object"].update(kind="Service"), "v1/Service"),
+        (lambda r: r["request"]["object"].update(kind="Service"), "kind 'Service'"),
         (lambda r: r["request"]["object"].pop("spec"), "request.object.spec must be an object"),
         (
             lambda r: r["request"]["object"]["spec"].update(containers={"name": "x"}),
@@ -114,3 +114,11 @@ def test_warning_of_exactly_the_limit_is_kept_whole() -> None:
     text = "x" * (120 - len("topoplace: "))
     assert format_warning(text) == "topoplace: " + text
     assert len(format_warning(text + "y")) == 120
+
+
+def test_error_messages_do_not_echo_huge_values() -> None:
+    review = admission_review(gpu_pod())
+    review["request"]["operation"] = "X" * 100_000
+    with pytest.raises(MalformedReview) as caught:
+        parse_review(_body(review))
+    assert len(str(caught.value)) < 200
