@@ -92,9 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Terminated(SystemExit):
+    pass
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
-    # The kubelet stops an init container with SIGTERM: unwind so temp files are removed.
-    raise SystemExit(128 + signum)
+    # The kubelet stops an init container with SIGTERM: unwind so that the temporary
+    # directory is removed and the lock released, instead of dying on the spot.
+    raise _Terminated(128 + signum)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +135,12 @@ def run(args: argparse.Namespace) -> int:
     ]
     try:
         prefetch(request, retry=RetryPolicy(attempts=args.retries))
+    except _Terminated as exc:
+        log.error("prefetch stopped by SIGTERM; the partial download was removed")
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        # Worker threads may sit in a network read; the interpreter would join them at exit.
+        os._exit(int(exc.code or 143))
     except CacheWriteError as exc:
         log.error("prefetch failed: %s", exc)
         return EXIT_CODES["disk_full" if exc.disk_full else "cache_write"]

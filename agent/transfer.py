@@ -285,20 +285,20 @@ def download(
         on_file()
 
     order = sorted(files, key=lambda f: (-(f.size or 0), f.rel))
-    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="prefetch") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="prefetch")
+    try:
         futures = [pool.submit(one, f) for f in order]
-        try:
-            wait(futures, return_when=FIRST_EXCEPTION)
-            failed = next((fut for fut in futures if fut.done() and fut.exception()), None)
-        except BaseException:  # SIGTERM/KeyboardInterrupt while waiting: stop the workers
-            shared.cancel.set()
-            for fut in futures:
-                fut.cancel()
-            raise
-        if failed is not None:
-            shared.cancel.set()
-            for fut in futures:
-                fut.cancel()
+        wait(futures, return_when=FIRST_EXCEPTION)
+    except BaseException:
+        # SIGTERM (SystemExit) or ^C: do not wait for a worker stuck in a read; the caller
+        # removes the temporary directory and the process exits (cmd_prefetch).
+        shared.cancel.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    failed = next((fut for fut in futures if fut.done() and fut.exception()), None)
+    if failed is not None:
+        shared.cancel.set()  # the others stop at their next progress callback
+    pool.shutdown(wait=True, cancel_futures=True)
     if failed is None:
         return
     exc = failed.exception()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.cache_layout import MARKER_FILE, TEMP_PREFIX, marker_path, version_dir
-from agent.prefetch import request_problem
+from agent.prefetch import PrefetchRequest, prefetch, request_problem
 from tests.agent_prefetch.conftest import HTTPSource, Route, RunPrefetch
 from tests.agent_prefetch.helpers import digests, leftovers, sample_tree, tree_digests, write_tree
 
@@ -114,6 +116,64 @@ def test_sigkill_mid_download_then_rerun_yields_a_complete_cache(
     assert (version_dir(cache, "llama", "7b") / "weights.bin").read_bytes() == body
     assert marker_path(cache, "llama", "7b").is_file()
     assert leftovers(cache / "llama") == []
+
+
+def test_sigterm_mid_download_removes_the_partial_download(
+    python: str,
+    repo_root: Path,
+    prefetch_env: dict[str, str],
+    http_source: HTTPSource,
+    tmp_path: Path,
+) -> None:
+    """The kubelet stops an init container with SIGTERM: exit promptly (a worker is stuck in
+    a read that will not finish), leave nothing behind, and do not wait for the stall."""
+    route = Route(body=os.urandom(2 * 1024 * 1024), stall_after=4096)
+    http_source.routes["/weights.bin"] = route
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen(
+        [python, "-m", "agent", "prefetch", "--dataset", "llama", "--version", "7b",
+         "--source", f"{http_source.base}/weights.bin", "--cache-root", str(cache)],
+        cwd=repo_root, env=prefetch_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert route.started.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while not leftovers(cache / "llama"):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)  # well before the server's 30 s stall ends
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert b"stopped by SIGTERM" in err
+    assert leftovers(cache / "llama") == []
+    assert not version_dir(cache, "llama", "7b").exists()
+
+
+def test_progress_is_logged_while_a_download_runs(
+    http_source: HTTPSource, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    route = Route(body=os.urandom(300_000), stall_after=100_000)
+    http_source.routes["/slow.bin"] = route
+    request = PrefetchRequest("d", "v", f"{http_source.base}/slow.bin", cache_root=tmp_path)
+    caplog.set_level(logging.INFO, logger="agent.progress")
+    worker = threading.Thread(
+        target=prefetch, args=(request,), kwargs={"progress_interval_s": 0.05}
+    )
+    worker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not any(r.getMessage().startswith("progress: ") for r in caplog.records):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        route.release.set()
+        worker.join(timeout=30)
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("progress: "))
+    assert "/ 293.0 KiB" in line and "0/1 files" in line and "ETA" in line
+    assert marker_path(tmp_path, "d", "v").is_file()
 
 
 def test_crash_between_rename_and_marker_is_repaired(
