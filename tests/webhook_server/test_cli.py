@@ -157,3 +157,19 @@ def test_unloadable_key_pair_is_named(python: str, repo_root: Path, policy_dir: 
     )
     assert result.returncode == 1
     assert "cannot load the TLS key pair" in result.stderr and str(cert) in result.stderr
+
+
+@pytest.mark.slow  # `make demo` runs it too; a full extra server start
+def test_demo_round_trip_script(python: str, repo_root: Path) -> None:
+    """examples/demo_serve.py (run by `make demo`) against the example policies and pods."""
+    result = subprocess.run(
+        [python, str(repo_root / "examples" / "demo_serve.py")],
+        capture_output=True,
+        text=True,
+        env=_env(repo_root),
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "HTTP 200 application/json" in result.stdout
+    assert '"patchType": "JSONPatch"' in result.stdout
+    assert "server exited 0" in result.stdout

@@ -201,7 +201,7 @@ async def app_client(policy_dir: Any) -> AsyncIterator[TestClient[Any, Any]]:
 
 
 _FAST = settings(
-    max_examples=1000,
+    max_examples=900,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -237,7 +237,7 @@ async def test_fuzz_over_tls(
         _check_answer(resp.status, resp.content_type, await resp.read(), body)
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(body=_BODIES)
 def test_fuzz_parse_review_raises_only_malformed(body: bytes) -> None:
     try:
