@@ -4,6 +4,7 @@ user data survives, requests never exceed limits, the result is valid and Guaran
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,11 @@ BARE = policy_doc("bare")
 NAMES = ["full", "named", "bare"]
 FLAGS = ("--numa-binding=exclusive", "--numa-binding=node")
 
-common = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Modest by default to keep this directory under 25 s; raise it for a deeper local run.
+EXAMPLES = int(os.environ.get("TOPOPLACE_PROPERTY_EXAMPLES", "40"))
+common = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @pytest.fixture(scope="module")

@@ -64,6 +64,19 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         {"kind": "TrainJob", "spec": {"podTemplateOverrides": [{"template": template("n")}]}},
         ["/spec/podTemplateOverrides/0/template"],
     ),
+    (
+        "LeaderWorkerSet",
+        {
+            "kind": "LeaderWorkerSet",
+            "spec": {
+                "leaderWorkerTemplate": {
+                    "leaderTemplate": template("l"),
+                    "workerTemplate": template("w"),
+                }
+            },
+        },
+        ["/spec/leaderWorkerTemplate/leaderTemplate", "/spec/leaderWorkerTemplate/workerTemplate"],
+    ),
     ("TrainJob without one", {"kind": "TrainJob", "spec": {"trainer": {"numNodes": 2}}}, []),
     ("ConfigMap", {"kind": "ConfigMap", "data": {"a": "b"}}, []),
 ]
