@@ -53,8 +53,8 @@ def add_datasets(
     image: str,
     warnings: list[str],
 ) -> None:
-    if not datasets:
-        return
+    if not datasets or not workers:
+        return  # nobody would read the data: no volumes, no download
     volumes = list(spec.get("volumes") or [])
     have_volumes = {v.get("name") for v in volumes}
     prefetchers: list[dict[str, Any]] = []

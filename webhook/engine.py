@@ -91,6 +91,11 @@ def _apply(
     workers = select_workers(
         spec, names=rules.workers, resource=rules.gpu_resource, warnings=warnings
     )
+    if not workers and (rules.datasets or rules.env or rules.launcher.numa_binding):
+        warnings.append(
+            f"no worker containers (named in spec.workers or with a {rules.gpu_resource} "
+            f"limit): datasets, env and launcher settings not applied"
+        )
     add_datasets(
         spec,
         rules.datasets,

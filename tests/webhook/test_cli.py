@@ -76,7 +76,11 @@ def test_stdin_multi_document_patch_output(cli, tmp_path):
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": f"p{i}", "labels": {"topoplace.io/policy": "p"}},
-            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+                ]
+            },
         }
         for i in range(2)
     ]
@@ -92,7 +96,10 @@ def test_stdin_multi_document_patch_output(cli, tmp_path):
     for pod, patch in zip(pods, patches, strict=True):
         mutated = jsonpatch.apply_patch(pod, patch)
         assert qos_class(mutated) == "Guaranteed"
-    assert result.stderr.count("warning: Pod/p0") == 1
+        assert mutated["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
+    # Workers with a GPU and no CPU/memory get the default, with one warning per pod.
+    assert result.stderr.count("warning: Pod/p0: worker container c: sets no cpu or memory") == 1
+    assert result.stderr.count("warning: Pod/p1: worker container c: sets no cpu or memory") == 1
 
 
 def test_diff_output_shows_added_lines(cli):

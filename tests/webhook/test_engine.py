@@ -464,3 +464,11 @@ def test_warnings_fit_the_api_servers_limit(policies):
     warnings = forbidden.warnings + allowed.warnings + missing.warnings
     assert len(warnings) >= 4
     assert all(len(w) <= 256 for w in warnings), max(warnings, key=len)
+
+
+def test_pod_without_workers_gets_no_dataset_plumbing(run_mutate):
+    pod = make_pod(container("web", resources={"limits": {"cpu": "1", "memory": "1Gi"}}))
+    mutated, result = run_mutate(pod, datasets=[DATASET], env={"A": "1"})
+    assert "volumes" not in mutated["spec"] and "initContainers" not in mutated["spec"]
+    assert "env" not in mutated["spec"]["containers"][0]
+    assert any("no worker containers" in w for w in result.warnings)
