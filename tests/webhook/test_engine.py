@@ -93,6 +93,7 @@ def test_applied_annotation_names_policy_and_hash_and_second_pass_is_empty(polic
     policy_set = policies(policy_doc("p", placement=PLACEMENT, datasets=[DATASET]))
     pod = make_pod(container(gpus=8, command=["torchrun", "train.py"]))
     first = mutate(pod, "ml-team", policy_set, SETTINGS)
+    check_mutation(pod, first)
     applied = first.pod["metadata"]["annotations"][APPLIED_ANNOTATION]
     assert applied == f"p@{policy_set.hash_of('p')}"
     assert mutate(first.pod, "ml-team", policy_set, SETTINGS).patch == []
@@ -109,7 +110,7 @@ def test_mutation_itself_is_idempotent_without_the_annotation(policies):
     }
     policy_set = policies(policy_doc("p", **spec))
     pod = make_pod(container(gpus=8, command=["bash", "-c", "torchrun train.py"]))
-    once = mutate(pod, "ml-team", policy_set, SETTINGS).pod
+    once = check_mutation(pod, mutate(pod, "ml-team", policy_set, SETTINGS))
     again = copy.deepcopy(once)
     again["metadata"]["annotations"][APPLIED_ANNOTATION] = "p@older"
     second = mutate(again, "ml-team", policy_set, SETTINGS)
