@@ -57,6 +57,13 @@ def run(args: argparse.Namespace) -> int:
     from webhook.policy_loader import PolicyLoadError, load_policy_dir
     from webhook.yaml_io import YamlInputError, load_documents
 
+    if not args.dataset_cache_root.is_absolute():
+        print(
+            f"error: --dataset-cache-root {args.dataset_cache_root} must be an absolute path "
+            f"(it becomes a hostPath on the nodes)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     try:
         policies = load_policy_dir(args.policies)
     except PolicyLoadError as exc:
