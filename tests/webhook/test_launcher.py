@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from webhook.launcher import bind_numa
 
@@ -120,3 +122,43 @@ def test_no_launcher_recognised(before):
     container = {"name": "c", **before}
     assert bind_numa(container, "exclusive") is False
     assert container == {"name": "c", **before}
+
+
+_LAUNCHERS = ["torchrun", "/opt/venv/bin/torchrun", "python -m torch.distributed.run"]
+_OTHER = ["cd /workspace", "pip install -e .", "echo start", "nvidia-smi", "sleep 1"]
+_SEPARATORS = [" && ", "; ", "\n", " || "]
+
+
+@st.composite
+def shell_scripts(draw: st.DrawFn) -> tuple[str, int]:
+    """A script of several commands, and how many of them start a launcher."""
+    parts, launchers = [], 0
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            launchers += 1
+            args = draw(st.sampled_from(["", " --nnodes=2", " --nproc-per-node=8 --standalone"]))
+            parts.append(f"{draw(st.sampled_from(_LAUNCHERS))}{args} train.py")
+        else:
+            parts.append(draw(st.sampled_from(_OTHER)))
+    script = parts[0]
+    for part in parts[1:]:
+        script += draw(st.sampled_from(_SEPARATORS)) + part
+    return script, launchers
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=shell_scripts(), shell=st.sampled_from([["bash", "-c"], ["sh", "-xc"]]))
+def test_shell_scripts_get_one_flag_per_launcher(case, shell):
+    script, launchers = case
+    container = {"name": "c", "command": [*shell, script]}
+    found = bind_numa(container, "exclusive")
+    assert found == (launchers > 0)
+    new_script = container["command"][2]
+    assert new_script.count(F) == launchers
+    assert new_script.replace(" " + F, "") == script
+    for launcher in _LAUNCHERS:  # the flag sits right after a launcher, nowhere else
+        new_script = new_script.replace(f"{launcher} {F}", "")
+    assert F not in new_script
+    again = {"name": "c", "command": list(container["command"])}
+    bind_numa(again, "exclusive")
+    assert again == container
