@@ -163,6 +163,16 @@ def parse_policy_text(
                     f"got {type(data).__name__}"
                 )
                 continue
+            duplicates = list(_duplicate_keys(node))
+            if duplicates:
+                # YAML keeps only the last of two equal keys; a silently lost block is worse
+                # than an error.
+                errors.extend(
+                    f"{_where(origin, second)}: duplicate key {key!r} (first at line "
+                    f"{first.start_mark.line + 1}); only one is allowed"
+                    for key, first, second in duplicates
+                )
+                continue
             try:
                 found.append((PlacementPolicy.model_validate(data), origin))
             except ValidationError as exc:
@@ -235,6 +245,21 @@ def _node_at(node: yaml.Node, loc: list[int | str]) -> yaml.Node:
             break
         node = child
     return node
+
+
+def _duplicate_keys(node: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node]]:
+    """(key, first key node, repeated key node) for every repeated key in nested mappings."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, yaml.Node] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    yield key.value, seen[key.value], key
+                seen.setdefault(key.value, key)
+            yield from _duplicate_keys(value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _duplicate_keys(item)
 
 
 def _yaml_message(exc: yaml.YAMLError, source: str) -> str:

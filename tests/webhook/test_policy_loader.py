@@ -144,3 +144,18 @@ def test_errors_from_several_files_are_all_reported(tmp_path):
     assert len(messages) == 2
     assert "a.yaml" in messages[0] and "spec.onMissing" in messages[0]
     assert "b.yaml" in messages[1] and "kind" in messages[1] and "PlacementPolicy" in messages[1]
+
+
+def test_repeated_key_is_an_error_not_a_silent_override(tmp_path):
+    (tmp_path / "dup.yaml").write_text(
+        "apiVersion: topoplace.io/v1alpha1\n"
+        "kind: PlacementPolicy\n"
+        "metadata: {name: p}\n"
+        "spec:\n"
+        "  resources: {cpuPerGpu: 8}\n"
+        "  onMissing: warn\n"
+        "  resources: {memoryPerGpu: 8Gi}\n"
+    )
+    (message,) = load_errors(tmp_path)
+    assert message.startswith(f"{tmp_path / 'dup.yaml'}: line 7 document 1")
+    assert "duplicate key 'resources'" in message and "line 5" in message
