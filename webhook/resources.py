@@ -58,6 +58,8 @@ def apply_resources(
 
     for resource, per_gpu in (("cpu", plan.cpu_per_gpu), ("memory", plan.memory_per_gpu)):
         value = _settle(resource, limits, requests, name, warnings)
+        if plan.guaranteed and value is not None and not _positive(value):
+            value = None  # the kubelet ignores a zero amount: the container would not count
         if value is None and per_gpu is not None and gpus > 0:
             total = per_gpu * gpus
             value = format_cpu(total) if resource == "cpu" else format_memory(total)
@@ -105,6 +107,11 @@ def _settle(
         )
         requests[resource] = limit
     return limit
+
+
+def _positive(value: Any) -> bool:
+    found = amount(value)
+    return found is None or found > 0  # unparseable: leave it for the API server to reject
 
 
 def _integer_cpu(value: Any, name: str, warnings: list[str]) -> Any:

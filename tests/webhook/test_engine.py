@@ -473,3 +473,11 @@ def test_pod_without_workers_gets_no_dataset_plumbing(run_mutate):
     assert "volumes" not in mutated["spec"] and "initContainers" not in mutated["spec"]
     assert "env" not in mutated["spec"]["containers"][0]
     assert any("no worker containers" in w for w in result.warnings)
+
+
+def test_zero_cpu_is_treated_as_unset(run_mutate):
+    pod = make_pod(container(resources={"limits": {GPU: 2, "cpu": "0", "memory": "0"}}))
+    mutated, _ = run_mutate(pod, resources={"cpuPerGpu": 4, "memoryPerGpu": "8Gi"})
+    res = mutated["spec"]["containers"][0]["resources"]
+    assert res["limits"]["cpu"] == res["requests"]["cpu"] == "8"
+    assert res["limits"]["memory"] == res["requests"]["memory"] == "16Gi"
