@@ -145,6 +145,19 @@ def _write_marker(root: Path, req: PrefetchRequest, *, files: int, size: int) ->
 
 def _hit(marker: Path, req: PrefetchRequest, how: str) -> PrefetchResult:
     _touch(marker)
+    try:
+        cached_from = json.loads(marker.read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError, AttributeError):
+        cached_from = None
+    if cached_from and cached_from != req.source:
+        # A version names content; a new source for the same version is likely a mistake.
+        log.warning(
+            "%s@%s was cached from %s, not %s; using the cached copy (bump the version to refetch)",
+            req.dataset,
+            req.version,
+            cached_from,
+            req.source,
+        )
     log.info(
         "cache hit: %s@%s is complete in %s%s",
         req.dataset,

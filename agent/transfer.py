@@ -121,7 +121,7 @@ def _list_once(src: Source) -> list[RemoteFile]:
             raise
         raise SourceNotFound(f"{src.url}: no such bucket, prefix or object") from exc
     if info.get("type") != "directory":
-        name = PurePosixPath(src.path.split("?", 1)[0]).name or "data"
+        name = _safe_rel(PurePosixPath(src.path.split("?", 1)[0]).name or "data", src.url)
         return [RemoteFile(src.path, name, _size(info), _md5_of(info, src.protocol))]
     base = src.path.rstrip("/") + "/"
     out: list[RemoteFile] = []
@@ -133,6 +133,8 @@ def _list_once(src: Source) -> list[RemoteFile]:
     if not out:
         raise SourceNotFound(f"{src.url}: the prefix holds no files")
     files = {f.rel for f in out}
+    if len(files) != len(out):  # "a//b" and "a/b" are two keys but one path
+        raise SourceInvalid(f"{src.url}: several object names map to the same file path")
     clash = next(
         (f.rel for f in out if any(str(p) in files for p in PurePosixPath(f.rel).parents)), None
     )
