@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "CACHE_OWNER",
     "DEFAULT_CACHE_ROOT",
     "LOCK_FILE",
     "MARKER_FILE",
@@ -20,6 +21,9 @@ __all__ = [
 ]
 
 DEFAULT_CACHE_ROOT = Path("/var/lib/topoplace/datasets")
+# uid:gid that owns the cache root and writes it: the image's non-root user. The agent's
+# prepare-cache step hands the root to it; the webhook runs prefetch init containers as it.
+CACHE_OWNER = (65532, 65532)
 # JSON: {"source", "files", "bytes", "completed_at"}; its presence alone means "complete".
 MARKER_FILE = ".topoplace-complete"
 # One writer per dataset per node: an flock on this file inside <root>/<name>/.

@@ -11,6 +11,7 @@ COMMANDS: dict[str, Command] = {
     "run": ("agent.cmd_run", "keep this node's labels in sync (the DaemonSet's command)"),
     "prefetch": ("agent.cmd_prefetch", "download a dataset version into the node cache"),
     "cleanup": ("agent.cmd_cleanup", "remove every label and annotation the agent owns"),
+    "prepare-cache": ("agent.cmd_prepare_cache", "make the dataset cache writable by prefetchers"),
 }
 
 main = make_main("topoplace-agent", __doc__ or "", COMMANDS)

@@ -1,9 +1,13 @@
-"""Dataset cache wiring: hostPath volumes, the prefetch init container, read-only mounts.
+"""Dataset cache wiring: one hostPath volume for the cache root, the prefetch init container,
+read-only subPath mounts of the version directory in workers.
 
-Layout (agent/cache_layout.py): `<cache-root>/<name>/<version>/`. The prefetch init container
-mounts `<cache-root>/<name>` read-write; workers mount `<version>` read-only at `mountPath`.
-Both hostPaths use DirectoryOrCreate: the kubelet checks hostPath types when it sets up the
-pod's volumes, before any init container runs, so the version directory may not exist yet.
+Layout (agent/cache_layout.py): `<cache-root>/<name>/<version>/`. The cache root is a hostPath
+of type Directory: the agent DaemonSet creates it and hands it to CACHE_OWNER, the user the
+prefetch container runs as here. A DirectoryOrCreate path would instead be made root-owned by
+the kubelet before any init container runs, and a non-root prefetcher could not write it.
+Prefetchers mount the whole root read-write (they lock, stage and evict under it); workers
+mount only `<name>/<version>` read-only through subPath, which the kubelet resolves when the
+worker starts, after the prefetch init containers have finished.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.cache_layout import dataset_dir, version_dir
+from agent.cache_layout import CACHE_OWNER
 from webhook.policy import Dataset
 from webhook.resources import PREFETCH_CPU, PREFETCH_MEMORY
 
-__all__ = ["add_datasets", "cache_volume_name", "data_volume_name", "prefetch_container_name"]
+__all__ = ["CACHE_VOLUME", "add_datasets", "prefetch_container_name", "version_subpath"]
 
+# One volume for every dataset of the pod; its name is reserved for Topoplace.
+CACHE_VOLUME = "topoplace-datasets"
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 _SLUG_MAX = 30
 
@@ -32,16 +38,13 @@ def _dns_name(prefix: str, *parts: str) -> str:
     return f"{prefix}-{slug}-{digest}" if slug else f"{prefix}-{digest}"
 
 
-def cache_volume_name(dataset: Dataset) -> str:
-    return _dns_name("topoplace-cache", dataset.name)
-
-
-def data_volume_name(dataset: Dataset) -> str:
-    return _dns_name("topoplace-data", dataset.name, dataset.version)
-
-
 def prefetch_container_name(dataset: Dataset) -> str:
     return _dns_name("topoplace-prefetch", dataset.name)
+
+
+def version_subpath(dataset: Dataset) -> str:
+    """`<name>/<version>` relative to the cache root (both are label-safe: no `..`, no `/`)."""
+    return f"{dataset.name}/{dataset.version}"
 
 
 def add_datasets(
@@ -55,58 +58,34 @@ def add_datasets(
 ) -> None:
     if not datasets or not workers:
         return  # nobody would read the data: no volumes, no download
-    volumes = list(spec.get("volumes") or [])
-    have_volumes = {v.get("name") for v in volumes}
-    prefetchers: list[dict[str, Any]] = []
+    root = str(cache_root)
+    volumes = spec.get("volumes") or []
+    mine = next((v for v in volumes if v.get("name") == CACHE_VOLUME), None)
+    if mine is None:
+        volume = {"name": CACHE_VOLUME, "hostPath": {"path": root, "type": "Directory"}}
+        spec["volumes"] = [*volumes, volume]
+    elif mine.get("hostPath", {}).get("path") != root:
+        warnings.append(
+            f"volume {CACHE_VOLUME} is reserved for the dataset cache and the pod defines it "
+            "differently; datasets not mounted"
+        )
+        return
+    prefetchers = [
+        _prefetch_container(dataset, root=root, image=image)
+        for dataset in datasets
+        if dataset.prefetch
+    ]
     for dataset in datasets:
-        wanted = [
-            {
-                "name": data_volume_name(dataset),
-                "hostPath": {
-                    "path": _host_path(cache_root, dataset.name, dataset.version),
-                    "type": "DirectoryOrCreate",
-                },
-            }
-        ]
-        if dataset.prefetch:
-            wanted.append(
-                {
-                    "name": cache_volume_name(dataset),
-                    "hostPath": {
-                        "path": _host_path(cache_root, dataset.name),
-                        "type": "DirectoryOrCreate",
-                    },
-                }
-            )
-            prefetchers.append(_prefetch_container(dataset, cache_root=cache_root, image=image))
-        for volume in wanted:
-            if volume["name"] not in have_volumes:
-                volumes.append(volume)
-                have_volumes.add(volume["name"])
         for worker in workers:
             _mount(worker, dataset, warnings)
-    if volumes != (spec.get("volumes") or []):
-        spec["volumes"] = volumes
     _insert_init(spec, prefetchers)
-
-
-@functools.lru_cache(maxsize=4096)
-def _host_path(cache_root: Path, name: str, version: str | None = None) -> str:
-    if version is None:
-        return str(dataset_dir(cache_root, name))
-    return str(version_dir(cache_root, name, version))
-
-
-@functools.lru_cache(maxsize=64)
-def _host_root(cache_root: Path) -> str:
-    return str(cache_root)
 
 
 def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> None:
     mounts = worker.get("volumeMounts") or []
-    name = data_volume_name(dataset)
+    subpath = version_subpath(dataset)
     for mount in mounts:
-        if mount.get("name") == name:
+        if mount.get("name") == CACHE_VOLUME and mount.get("subPath") == subpath:
             return
         if mount.get("mountPath", "").rstrip("/") == dataset.mount_path.rstrip("/"):
             warnings.append(
@@ -114,12 +93,18 @@ def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> Non
                 f"{dataset.mount_path}; dataset {dataset.name} not mounted there"
             )
             return
-    mount = {"name": name, "mountPath": dataset.mount_path, "readOnly": True}
+    mount = {
+        "name": CACHE_VOLUME,
+        "mountPath": dataset.mount_path,
+        "subPath": subpath,
+        "readOnly": True,
+    }
     worker["volumeMounts"] = [*mounts, mount]
 
 
-def _prefetch_container(dataset: Dataset, *, cache_root: Path, image: str) -> dict[str, Any]:
+def _prefetch_container(dataset: Dataset, *, root: str, image: str) -> dict[str, Any]:
     amount = {"cpu": PREFETCH_CPU, "memory": PREFETCH_MEMORY}
+    uid, gid = CACHE_OWNER
     return {
         "name": prefetch_container_name(dataset),
         "image": image,
@@ -133,14 +118,16 @@ def _prefetch_container(dataset: Dataset, *, cache_root: Path, image: str) -> di
             "--source",
             dataset.source,
             "--cache-root",
-            _host_root(cache_root),
+            root,
         ],
         "resources": {"requests": dict(amount), "limits": dict(amount)},
-        "volumeMounts": [
-            {"name": cache_volume_name(dataset), "mountPath": _host_path(cache_root, dataset.name)}
-        ],
-        # No privilege; the user is left to the pod so runAsNonRoot pods stay admissible.
+        "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": root}],
+        # The cache owner, whatever the pod runs as: files in the shared cache keep one owner
+        # so the next pod's prefetcher can lock, replace and evict them. No privilege at all.
         "securityContext": {
+            "runAsUser": uid,
+            "runAsGroup": gid,
+            "runAsNonRoot": True,
             "allowPrivilegeEscalation": False,
             "privileged": False,
             "capabilities": {"drop": ["ALL"]},

@@ -11,6 +11,8 @@ from tests.manifests.rendered import OVERLAYS, all_containers, render
 
 TARGETS = ["", *(f"overlays/{o}" for o in OVERLAYS)]
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# The single root step (agent DaemonSet): hands the dataset cache root to the prefetchers' user.
+ROOT_STEP = ("topoplace-agent", "prepare-cache")
 
 
 def workloads(target: str) -> list[tuple[str, dict[str, Any]]]:
@@ -30,6 +32,8 @@ def test_every_container_is_non_root_read_only_and_unprivileged(target: str) -> 
         for c in all_containers(spec):
             where = f"{target or 'base'}: {name}/{c['name']}"
             sc = c["securityContext"]
+            if (name, c["name"]) == ROOT_STEP:
+                continue  # checked on its own below
             assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
             assert sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0, where
             assert sc["readOnlyRootFilesystem"] is True, where
@@ -38,6 +42,23 @@ def test_every_container_is_non_root_read_only_and_unprivileged(target: str) -> 
             assert sc["capabilities"] == {"drop": ["ALL"]}, where
             seccomp = sc.get("seccompProfile", pod_sc.get("seccompProfile"))
             assert seccomp == {"type": "RuntimeDefault"}, where
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_one_root_step_only_chowns_the_cache_and_exits(target: str) -> None:
+    (spec,) = [s for n, s in workloads(target) if n == ROOT_STEP[0]]
+    (step,) = [c for c in spec.get("initContainers") or [] if c["name"] == ROOT_STEP[1]]
+    assert "restartPolicy" not in step  # a plain init container: runs to completion
+    assert step["args"][0] == "prepare-cache"
+    sc = step["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc.get("privileged", False) is False
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    mounts = {m["name"]: m for m in step["volumeMounts"]}
+    assert set(mounts) == {"datasets"}  # no /sys, no kubelet config, no token
+    assert host["datasets"] == mounts["datasets"]["mountPath"]
+    assert f"--cache-root={host['datasets']}" in step["args"]
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -56,6 +77,8 @@ def test_host_paths_are_mounted_read_only(target: str) -> None:
     for name, spec in workloads(target):
         host_volumes = {v["name"] for v in spec.get("volumes") or [] if "hostPath" in v}
         for c in all_containers(spec):
+            if (name, c["name"]) == ROOT_STEP:
+                continue  # writes the cache root's ownership, nothing else
             for mount in c.get("volumeMounts") or []:
                 if mount["name"] in host_volumes:
                     assert mount.get("readOnly") is True, f"{name}/{c['name']} {mount}"

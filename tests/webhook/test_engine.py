@@ -9,8 +9,10 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from agent.cache_layout import CACHE_OWNER
 from agent.vocabulary import Label, dataset_label
 from tests.webhook.builders import GPU, SETTINGS, check_mutation, container, make_pod, policy_doc
+from webhook.datasets import CACHE_VOLUME
 from webhook.engine import InvalidPod, mutate
 from webhook.mutation import EngineSettings
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
@@ -319,21 +321,24 @@ def test_dataset_volumes_prefetch_container_and_read_only_mount(run_mutate):
         "topoplace-agent", "prefetch", "--dataset", "imagenet", "--version", "2024-06",
         "--source", "s3://bucket/imagenet/", "--cache-root", "/var/lib/topoplace/datasets",
     ]  # fmt: skip
-    assert prefetch["securityContext"]["allowPrivilegeEscalation"] is False
-    volumes = {v["name"]: v for v in spec["volumes"]}
+    # Runs as the cache owner (what the agent's prepare-cache hands the root to), unprivileged.
+    sc = prefetch["securityContext"]
+    assert (sc["runAsUser"], sc["runAsGroup"]) == CACHE_OWNER and sc["runAsNonRoot"] is True
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    # One hostPath: the cache root, which must already exist (made by the agent), not a
+    # root-owned directory the kubelet would create.
+    (volume,) = spec["volumes"]
+    assert volume["hostPath"] == {"path": "/var/lib/topoplace/datasets", "type": "Directory"}
     (cache_mount,) = prefetch["volumeMounts"]
-    assert volumes[cache_mount["name"]]["hostPath"] == {
-        "path": "/var/lib/topoplace/datasets/imagenet",
-        "type": "DirectoryOrCreate",
-    }
-    assert not cache_mount.get("readOnly")
+    assert cache_mount == {"name": volume["name"], "mountPath": "/var/lib/topoplace/datasets"}
     (mount,) = by_name(spec["containers"], "trainer")["volumeMounts"]
-    assert mount["mountPath"] == "/data/imagenet" and mount["readOnly"] is True
-    assert volumes[mount["name"]]["hostPath"]["path"] == (
-        "/var/lib/topoplace/datasets/imagenet/2024-06"
-    )
-    for name in volumes:
-        assert len(name) <= 63
+    assert mount == {
+        "name": volume["name"],
+        "mountPath": "/data/imagenet",
+        "subPath": "imagenet/2024-06",
+        "readOnly": True,
+    }
+    assert "volumeMounts" not in by_name(spec["initContainers"], "user-init")
 
 
 def test_dataset_without_prefetch_only_mounts(run_mutate):
@@ -343,12 +348,32 @@ def test_dataset_without_prefetch_only_mounts(run_mutate):
     assert len(mutated["spec"]["volumes"]) == 1
 
 
+def test_two_datasets_share_the_cache_volume(run_mutate):
+    other = {**DATASET, "name": "laion", "version": "v2", "mountPath": "/data/laion"}
+    mutated, _ = run_mutate(make_pod(container(gpus=2)), datasets=[DATASET, other])
+    assert len(mutated["spec"]["volumes"]) == 1
+    mounts = by_name(mutated["spec"]["containers"], "trainer")["volumeMounts"]
+    assert [(m["mountPath"], m["subPath"]) for m in mounts] == [
+        ("/data/imagenet", "imagenet/2024-06"),
+        ("/data/laion", "laion/v2"),
+    ]
+    assert len(mutated["spec"]["initContainers"]) == 2
+
+
+def test_a_user_volume_with_the_reserved_name_is_not_hijacked(run_mutate):
+    pod = make_pod(container(gpus=1), volumes=[{"name": CACHE_VOLUME, "emptyDir": {}}])
+    mutated, result = run_mutate(pod, datasets=[DATASET])
+    assert mutated["spec"]["volumes"] == [{"name": CACHE_VOLUME, "emptyDir": {}}]
+    assert "initContainers" not in mutated["spec"]
+    assert any("reserved for the dataset cache" in w for w in result.warnings)
+
+
 def test_cache_root_is_a_webhook_setting(policies):
     settings = EngineSettings(cache_root=Path("/mnt/nvme/cache"), prefetch_image="i:2")
     pod = make_pod(container(gpus=1))
     result = mutate(pod, "ml-team", policies(policy_doc("p", datasets=[DATASET])), settings)
     paths = {v["hostPath"]["path"] for v in result.pod["spec"]["volumes"]}
-    assert paths == {"/mnt/nvme/cache/imagenet", "/mnt/nvme/cache/imagenet/2024-06"}
+    assert paths == {"/mnt/nvme/cache"}
     assert result.pod["spec"]["initContainers"][0]["command"][-1] == "/mnt/nvme/cache"
     check_mutation(pod, result)
 
