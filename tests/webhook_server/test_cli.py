@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,19 +29,26 @@ def _serve(python: str, *args: str | Path) -> list[str]:
 
 
 def _read_prefixed(proc: subprocess.Popen[str], prefix: str, timeout: float = 30) -> str:
-    """The value of the first stdout line starting with `prefix`, without hanging forever."""
+    """The value of the next stdout line starting with `prefix`, without hanging forever.
+
+    A reader thread, not select(): serve prints its start-up lines in one burst, and lines
+    already in the pipe object's buffer would never wake select() again.
+    """
     assert proc.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=deadline - time.monotonic()):
-                break
-            line = proc.stdout.readline()
-            if not line:
-                break
+    stdout = proc.stdout
+    found: list[str] = []
+
+    def scan() -> None:
+        for line in stdout:
             if line.startswith(prefix):
-                return line[len(prefix) :].strip()
+                found.append(line[len(prefix) :].strip())
+                return
+
+    reader = threading.Thread(target=scan, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if found:
+        return found[0]
     raise AssertionError(f"serve printed no {prefix!r} line (exit status {proc.poll()})")
 
 
