@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         prefetch(request, retry=RetryPolicy(attempts=args.retries))
     except _Terminated as exc:
-        log.error("prefetch stopped by SIGTERM; the partial download was removed")
+        log.error("prefetch stopped by SIGTERM; no partial download left behind")
         for handler in logging.getLogger().handlers:
             handler.flush()
         # Worker threads may sit in a network read; the interpreter would join them at exit.

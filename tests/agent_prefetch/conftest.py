@@ -186,7 +186,7 @@ class HTTPSource:
 def http_source() -> Iterator[HTTPSource]:
     server = _HTTPServer(("127.0.0.1", 0), _Handler)
     server.routes = {}
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     host, port = server.server_address[:2]
     try:
