@@ -173,7 +173,7 @@ def prefetch(
     req: PrefetchRequest, *, retry: RetryPolicy | None = None, progress_interval_s: float = 2.0
 ) -> PrefetchResult:
     """Make `<cache_root>/<dataset>/<version>/` complete. Raises InvalidRequest, SourceError,
-    CacheWriteError or IntegrityError (transfer.py) with a message naming what failed."""
+    CacheWriteError or IntegrityError (source_errors.py) with a message naming what failed."""
     problem = request_problem(req.dataset, req.version)
     if problem:
         raise InvalidRequest(problem)
