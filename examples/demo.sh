@@ -2,7 +2,7 @@
 # `make demo`: what Topoplace does, on this machine, with no cluster.
 # 1. validate the example policies; 2. mutate example training workloads offline and show the
 # diff and warnings; 3. run the real HTTPS admission server and send it one AdmissionReview;
-# 4. discover this machine's hardware as the node agent would label it.
+# 4. discover this machine's hardware as the node agent would label it, then a DGX H100 fixture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,3 +25,9 @@ topoplace-agent discover --output table
 
 section "4b. The labels this node would get (JSON)"
 topoplace-agent discover --output json | python -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["labels"], indent=2))'
+
+section "5. The same on a DGX H100 (a kernel-faithful sysfs fixture from the tests)"
+fixture=$(mktemp -d)
+trap 'rm -rf "${fixture}"' EXIT
+python -c 'import sys; from tests.agent.machines import build; build("dgx-h100", __import__("pathlib").Path(sys.argv[1]))' "${fixture}"
+topoplace-agent discover --sysfs-root "${fixture}" --no-nvml --output table
