@@ -1,7 +1,7 @@
 """Labels and the topology annotation, derived from the topology model by pure functions.
 
-Keys come from agent.vocabulary; the per-device keys (only with --per-device-labels) are built
-here from vocabulary.LABEL_PREFIX because they carry an index. Every key and value is checked
+Keys come from agent.vocabulary (the per-device ones, only with --per-device-labels, from
+its gpu_device_labels). Every key and value is checked
 against Kubernetes' rules and an invalid one is dropped with a log line: one bad label would
 make the API server reject the whole node patch.
 """
@@ -16,22 +16,16 @@ from collections.abc import Mapping
 from agent.k8s_names import label_key_problem, label_value_problem, sanitize_label_value
 from agent.links import best_link, worst_link
 from agent.topology import Topology
-from agent.vocabulary import LABEL_PREFIX, TOPOLOGY_ANNOTATION, Label, dataset_label
+from agent.vocabulary import TOPOLOGY_ANNOTATION, Label, dataset_label, gpu_device_labels
 
 __all__ = [
     "derive_labels",
-    "gpu_label_prefix",
     "per_device_labels",
     "topology_annotations",
     "valid_labels",
 ]
 
 log = logging.getLogger(__name__)
-
-
-def gpu_label_prefix(index: int) -> str:
-    """`topoplace.io/gpu-3-`: the start of GPU 3's per-device label keys."""
-    return f"{LABEL_PREFIX}gpu-{index}-"
 
 
 def _hardware_labels(topo: Topology) -> dict[str, str]:
@@ -78,15 +72,15 @@ def per_device_labels(topo: Topology) -> dict[str, str]:
     """Per GPU: its NUMA node, its paired NIC and its best NIC link (opt-in: many keys)."""
     labels: dict[str, str] = {}
     for gpu in topo.gpus:
-        prefix = gpu_label_prefix(gpu.index)
+        numa_key, nic_key, link_key = gpu_device_labels(gpu.index)
         if gpu.place.numa_node is not None:
-            labels[prefix + "numa-node"] = str(gpu.place.numa_node)
+            labels[numa_key] = str(gpu.place.numa_node)
         nic = topo.pairs.get(gpu.index)
         if nic is not None:
-            labels[prefix + "nic"] = topo.nics[nic].name
+            labels[nic_key] = topo.nics[nic].name
         link = best_link(topo.links[gpu.index]) if topo.nics else None
         if link is not None:
-            labels[prefix + "nic-link"] = link
+            labels[link_key] = link
     return labels
 
 

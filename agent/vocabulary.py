@@ -13,6 +13,7 @@ __all__ = [
     "TOPOLOGY_ANNOTATION",
     "Label",
     "dataset_label",
+    "gpu_device_labels",
     "is_owned_key",
 ]
 
@@ -49,6 +50,13 @@ class Label:
 def dataset_label(name: str) -> str:
     """Label key announcing the newest complete cached version of dataset `name`."""
     return DATASET_PREFIX + name
+
+
+def gpu_device_labels(index: int) -> tuple[str, str, str]:
+    """Per-GPU label keys (only with --per-device-labels): GPU `index`'s NUMA node, its paired
+    RDMA NIC's name and its best link word to any RDMA NIC."""
+    prefix = f"{LABEL_PREFIX}gpu-{index}-"
+    return prefix + "numa-node", prefix + "nic", prefix + "nic-link"
 
 
 def is_owned_key(key: str) -> bool:
