@@ -26,7 +26,10 @@ def clone(value: Any) -> Any:
 
 def escape_token(token: str | int) -> str:
     """One JSON Pointer reference token (RFC 6901): `~` → `~0`, then `/` → `~1`."""
-    return str(token).replace("~", "~0").replace("/", "~1")
+    text = str(token)
+    if "~" in text or "/" in text:
+        return text.replace("~", "~0").replace("/", "~1")
+    return text
 
 
 def json_diff(old: Any, new: Any, path: str = "") -> JsonPatch:
@@ -58,11 +61,12 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: str, ops: JsonPat
         if key not in new:
             ops.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
     for key, value in new.items():
-        child = f"{path}/{escape_token(key)}"
         if key in old:
-            _diff(old[key], value, child, ops)
+            previous = old[key]
+            if previous is not value:  # shared subtrees (most of the pod) cost one check
+                _diff(previous, value, f"{path}/{escape_token(key)}", ops)
         else:
-            ops.append({"op": "add", "path": child, "value": value})
+            ops.append({"op": "add", "path": f"{path}/{escape_token(key)}", "value": value})
 
 
 def _diff_list(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> None:
@@ -79,7 +83,9 @@ def _diff_list(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> Non
     for index in range(offset):
         ops.append({"op": "add", "path": f"{path}/{index}", "value": new[index]})
     for index, item in enumerate(old):
-        _diff(item, new[index + offset], f"{path}/{index + offset}", ops)
+        counterpart = new[index + offset]
+        if item is not counterpart:
+            _diff(item, counterpart, f"{path}/{index + offset}", ops)
     for index in range(len(old) + offset, len(new)):
         ops.append({"op": "add", "path": f"{path}/-", "value": new[index]})
 

@@ -6,6 +6,7 @@ The engine compares and multiplies CPU and memory amounts; floats would turn `0.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
@@ -38,6 +39,18 @@ class QuantityError(ValueError):
 
 def parse_quantity(value: str | int | float | Decimal) -> Decimal:
     """Parse `value` as Kubernetes would; numbers (YAML ints/floats) are accepted too."""
+    if type(value) is str:
+        # Pods repeat a handful of strings ("8", "96Gi", "500m"); Decimals are immutable.
+        return _parse_text(value)
+    return _parse(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    return _parse(value)
+
+
+def _parse(value: str | int | float | Decimal) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"expected a quantity such as 500m or 96Gi, got {value!r}")
     if isinstance(value, Decimal | int | float):

@@ -12,10 +12,11 @@ been promised.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast
+
+from webhook import jsonio
 
 __all__ = [
     "API_VERSION",
@@ -153,12 +154,86 @@ def _check_pod(obj: dict[str, Any]) -> None:
             raise MalformedReview(f"request.object.spec.{key} must be a list of objects")
 
 
+def _usual_pod(obj: dict[str, Any]) -> bool:
+    """True when `obj` passes `_check_pod` (same rules, no messages); False: ask it why."""
+    if obj.get("kind", "Pod") != "Pod" or obj.get("apiVersion", "v1") != "v1":
+        return False
+    metadata = obj.get("metadata")
+    if metadata is not None:
+        if type(metadata) is not dict:
+            return False
+        for key in ("labels", "annotations"):
+            mapping = metadata.get(key)
+            if mapping is not None and (
+                type(mapping) is not dict or not all(type(v) is str for v in mapping.values())
+            ):
+                return False
+    spec = obj.get("spec")
+    if type(spec) is not dict:
+        return False
+    containers = spec.get("containers")
+    if type(containers) is not list or not all(type(c) is dict for c in containers):
+        return False
+    init = spec.get("initContainers")
+    return init is None or (type(init) is list and all(type(c) is dict for c in init))
+
+
+def _parse_usual(doc: Any) -> ReviewRequest | None:
+    """The common case of `parse_review` in straight-line checks (a request arrives per pod).
+
+    Same rules as the field-by-field path below; None for anything that path must look at,
+    so every error message still comes from one place.
+    """
+    if type(doc) is not dict or doc.get("kind") != KIND or doc.get("apiVersion") != API_VERSION:
+        return None
+    request = doc.get("request")
+    if type(request) is not dict:
+        return None
+    uid = request.get("uid")
+    operation = request.get("operation")
+    gvk = request.get("kind")
+    namespace = request.get("namespace")
+    name = request.get("name")
+    dry_run = request.get("dryRun")
+    obj = request.get("object")
+    if (
+        type(uid) is not str
+        or not uid
+        or type(operation) is not str
+        or operation not in _OPERATIONS
+        or type(gvk) is not dict
+        or (namespace is not None and type(namespace) is not str)
+        or (name is not None and type(name) is not str)
+        or (dry_run is not None and type(dry_run) is not bool)
+        or (obj is not None and type(obj) is not dict)
+    ):
+        return None
+    group, version, kind = gvk.get("group"), gvk.get("version"), gvk.get("kind")
+    if not all(v is None or type(v) is str for v in (group, version, kind)):
+        return None
+    parsed = ReviewRequest(
+        uid=uid,
+        operation=cast(Operation, operation),
+        kind=GroupVersionKind(group=group or "", version=version or "", kind=kind or ""),
+        namespace=namespace or "",
+        name=name or "",
+        object=obj,
+        dry_run=dry_run or False,
+    )
+    if parsed.is_pod_create and (obj is None or not _usual_pod(obj)):
+        return None
+    return parsed
+
+
 def parse_review(body: bytes | str) -> ReviewRequest:
     """Validate one request body; raise `MalformedReview` naming the first problem."""
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        doc = jsonio.loads(body)
+    except (ValueError, RecursionError) as exc:  # orjson's JSONDecodeError is a ValueError
         raise MalformedReview(f"body is not JSON: {exc}") from None
+    usual = _parse_usual(doc)
+    if usual is not None:
+        return usual
     if not isinstance(doc, dict):
         raise MalformedReview("body must be a JSON object (an AdmissionReview)")
     if doc.get("kind") != KIND:
@@ -236,7 +311,7 @@ def build_response(
     """
     response: AdmissionResponse = {"uid": uid, "allowed": allowed}
     if patch and allowed:
-        raw = json.dumps(list(patch), separators=(",", ":"), ensure_ascii=False).encode()
+        raw = jsonio.dumps(patch if isinstance(patch, list) else list(patch))
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(raw).decode("ascii")
     formatted = [format_warning(w) for w in warnings]
