@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.cache_layout import DEFAULT_CACHE_ROOT
+from agent.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT
 from agent.logsetup import add_logging_arguments
 from tests.manifests.rendered import REPO, Rendering, render
 from webhook.cert_bootstrap import service_dns_names
@@ -293,3 +293,30 @@ def test_service_dns_names_are_the_ones_the_api_server_dials(base: Rendering) ->
     assert service_dns_names(ref["name"], ref["namespace"])[0] == (
         f"{ref['name']}.{ref['namespace']}.svc"
     )
+
+
+def test_webhook_drains_before_the_kubelet_kills_it(base: Rendering) -> None:
+    """preStop keeps serving while endpoints update, then serve gets its shutdown timeout;
+    both must fit in the grace period or in-flight admissions are cut (fail-open)."""
+    spec = webhook_pod(base)
+    serve_container = container(spec, "serve")
+    drain = serve_container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    shutdown = parse("webhook.cmd_serve", serve_container, {}).shutdown_timeout
+    assert drain >= 3
+    assert drain + shutdown < spec["terminationGracePeriodSeconds"]
+
+
+def test_agent_prepare_cache_args_match_the_cache_the_agent_and_webhook_use(
+    base: Rendering,
+) -> None:
+    spec = agent_pod(base)
+    step = container(spec, "prepare-cache")
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_logging_arguments(parser)
+    importlib.import_module("agent.cmd_prepare_cache").add_arguments(parser)
+    assert step["args"][0] == "prepare-cache"
+    prepared = parser.parse_args(step["args"][1:])
+    agent = parse("agent.cmd_run", container(spec, "agent"), {"NODE_NAME": "n"})
+    served = parse("webhook.cmd_serve", container(webhook_pod(base), "serve"), {})
+    assert prepared.cache_root == agent.dataset_root == served.dataset_cache_root
+    assert prepared.owner == CACHE_OWNER
