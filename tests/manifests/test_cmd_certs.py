@@ -16,8 +16,9 @@ from cryptography import x509
 
 from tests.manifests.fake_apiserver import FakeApiServer, running
 from webhook import cert_bootstrap as cb
+from webhook.cert_sync import CertSync, Settings
 from webhook.certs import make_ca, make_serving_cert
-from webhook.cmd_certs import CertSync, Settings, api_client_for, run_loop
+from webhook.cmd_certs import api_client_for, run_loop
 
 NS, SECRET, SERVICE, MWC = "topoplace-system", "topoplace-webhook-tls", "topoplace-webhook", "tp"
 NAMES = cb.service_dns_names(SERVICE, NS)

@@ -115,7 +115,11 @@ def test_agent_calls_only_get_and_patch_on_nodes() -> None:
 def test_only_the_certs_sidecar_talks_to_the_api() -> None:
     # `serve` runs without a ServiceAccount token, so no other webhook module may call the API
     files = set().union(*calls_in("webhook").values())
-    assert files == {str(Path("webhook") / "cmd_certs.py")}
+    assert files == {str(Path("webhook") / "cert_sync.py")}
+    importers = {
+        p.name for p in (REPO / "webhook").glob("*.py") if "webhook.cert_sync" in p.read_text()
+    }
+    assert importers == {"cmd_certs.py"}  # the `certs` command, run only by the sidecar
 
 
 def test_cert_manager_overlay_grants_the_webhook_nothing() -> None:
