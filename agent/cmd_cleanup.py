@@ -83,7 +83,7 @@ async def _cleanup(node: str, kubeconfig: Path | None) -> int:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from agent.node_client import ConfigError
+    from agent.kube_config import ConfigError
 
     try:
         return asyncio.run(_cleanup(args.node_name, args.kubeconfig))

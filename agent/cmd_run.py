@@ -128,7 +128,7 @@ async def _serve(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from agent.node_client import ConfigError
+    from agent.kube_config import ConfigError
 
     try:
         return asyncio.run(_serve(args))

@@ -8,7 +8,6 @@ subclasses below so the sync loop can decide between "wait for the node", "back 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -19,8 +18,9 @@ from types import TracebackType
 from typing import Any, Literal
 
 import aiohttp
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
+from agent.kube_config import load_configuration
 from agent.node_diff import NodeMeta
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "ApiServerError",
     "ApiThrottled",
     "ApiUnreachable",
-    "ConfigError",
     "NodeApiError",
     "NodeClient",
     "NodeConflict",
@@ -48,10 +47,6 @@ _TIMEOUT = (10.0, 30.0)
 Outcome = Literal[
     "ok", "not_found", "conflict", "throttled", "server_error", "rejected", "unreachable"
 ]
-
-
-class ConfigError(Exception):
-    """No usable cluster configuration (in-cluster or kubeconfig)."""
 
 
 class NodeApiError(Exception):
@@ -192,34 +187,6 @@ class NodeClient:
         await self._api.close()
 
 
-def _check_exists(kubeconfig: Path | None) -> None:
-    # The library's own message for a missing file ("Expected key current-context") misleads.
-    if kubeconfig is not None and not kubeconfig.is_file():
-        raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
-
-
-async def _configuration(kubeconfig: Path | None) -> client.Configuration:
-    cfg = client.Configuration()
-    _check_exists(kubeconfig)
-    try:
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=cfg)
-            log.info("using in-cluster configuration")
-        else:
-            # None lets the library read $KUBECONFIG or ~/.kube/config.
-            path = str(kubeconfig) if kubeconfig is not None else None
-            await config.load_kube_config(
-                config_file=path, client_configuration=cfg, persist_config=False
-            )
-            log.info("using kubeconfig", extra={"kubeconfig": path or "$KUBECONFIG/default"})
-    except (config.ConfigException, OSError, ValueError) as exc:
-        raise ConfigError(
-            f"no usable Kubernetes configuration ({exc}); run inside a pod with a service "
-            "account, or pass --kubeconfig FILE / set KUBECONFIG"
-        ) from exc
-    return cfg
-
-
 class _Connection(AbstractAsyncContextManager[NodeClient]):
     def __init__(self, kubeconfig: Path | None, on_call: Callable[[ApiCall], None]) -> None:
         self._kubeconfig = kubeconfig
@@ -227,7 +194,7 @@ class _Connection(AbstractAsyncContextManager[NodeClient]):
         self._client: NodeClient | None = None
 
     async def __aenter__(self) -> NodeClient:
-        cfg = await _configuration(self._kubeconfig)
+        cfg = await load_configuration(self._kubeconfig)
         self._client = NodeClient(client.ApiClient(configuration=cfg), on_call=self._on_call)
         return self._client
 

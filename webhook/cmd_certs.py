@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import datetime as dt
 import logging
-import os
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -155,26 +154,19 @@ async def run_loop(
 
 async def api_client_for(kubeconfig: Path | None) -> ApiClient:
     """An ApiClient with its own Configuration: in-cluster inside a pod, else a kubeconfig."""
-    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio import client
 
-    configuration = client.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        await config.load_kube_config(
-            config_file=str(kubeconfig) if kubeconfig else None,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    return client.ApiClient(configuration=configuration)
+    from agent.kube_config import load_configuration
+
+    return client.ApiClient(configuration=await load_configuration(kubeconfig))
 
 
 async def _main(settings: Settings, kubeconfig: Path | None) -> int:
-    from kubernetes_asyncio.config import ConfigException
+    from agent.kube_config import ConfigError
 
     try:
         api = await api_client_for(kubeconfig)
-    except (ConfigException, OSError) as exc:
+    except ConfigError as exc:
         log.error("certs: cannot load Kubernetes client configuration: %s", exc)
         return 1
     async with api:
