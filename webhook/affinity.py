@@ -57,28 +57,33 @@ def dataset_preferences(datasets: list[Dataset]) -> list[dict[str, Any]]:
 
 
 def add_required(spec: dict[str, Any], exprs: list[Expression]) -> None:
+    """Add `exprs` to every nodeSelectorTerm. Takes ownership of `exprs` (pass fresh ones):
+    the first use stores them as they are, each further term gets its own copies."""
     if not exprs:
         return
     node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
     required = _child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
     if not terms:
-        required["nodeSelectorTerms"] = [{"matchExpressions": [clone(e) for e in exprs]}]
+        required["nodeSelectorTerms"] = [{"matchExpressions": exprs}]
         return
+    owned = True  # no term holds `exprs` yet
     for term in terms:
         existing = term.get("matchExpressions") or []
         have = {_key(e) for e in existing}
-        added = [clone(e) for e in exprs if _key(e) not in have]
+        added = [e for e in exprs if _key(e) not in have]
         if added:
-            term["matchExpressions"] = [*existing, *added]
+            term["matchExpressions"] = [*existing, *(added if owned else map(clone, added))]
+            owned = False
 
 
 def add_preferred(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:
+    """Append the `terms` not already present. Takes ownership of `terms` (pass fresh ones)."""
     if not terms:
         return
     node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
     preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
-    new = [clone(t) for t in terms if t not in preferred]
+    new = [t for t in terms if t not in preferred]
     if new:
         node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [*preferred, *new]
 

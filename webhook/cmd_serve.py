@@ -151,6 +151,9 @@ async def _serve(args: argparse.Namespace, cert: Path, key: Path, host: str) -> 
     from webhook.mutation import EngineSettings
     from webhook.policy_loader import PolicyLoadError
     from webhook.server import ServerConfig, WebhookServer
+    from webhook.tls import limit_tls_read_buffers
+
+    limit_tls_read_buffers()
 
     settings = EngineSettings(
         cache_root=args.dataset_cache_root or DEFAULT_CACHE_ROOT, prefetch_image=args.prefetch_image

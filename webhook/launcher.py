@@ -9,6 +9,7 @@ twice never duplicates the flag. (torchrun ignores PET_NUMA_BINDING, so an env v
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -112,6 +113,7 @@ def _argv_insert_index(argv: list[str]) -> int | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)  # pure; every pod of a job carries the same script
 def _bind_script(script: str, flag: str) -> tuple[str, bool]:
     """The script with the flag after each launcher lacking it, and whether any was found."""
     pieces: list[str] = []

@@ -18,9 +18,26 @@ import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-__all__ = ["TlsReloader", "make_server_context"]
+__all__ = ["TLS_READ_BUFFER_BYTES", "TlsReloader", "limit_tls_read_buffers", "make_server_context"]
 
 logger = logging.getLogger(__name__)
+
+# asyncio's TLS protocol gives every connection a zero-filled read buffer of
+# `SSLProtocol.max_size` bytes (256 KiB in CPython 3.11-3.13): 64 MB resident at 256
+# keep-alive connections from API server replicas. A TLS record is at most 16 KiB, so a
+# smaller buffer only means more, still large, reads of a big request body.
+TLS_READ_BUFFER_BYTES = 32 * 1024
+
+
+def limit_tls_read_buffers(size: int = TLS_READ_BUFFER_BYTES) -> None:
+    """Shrink asyncio's per-connection TLS read buffer for this whole process.
+
+    A process-wide class setting, so only the `serve` command calls it, before listening.
+    """
+    from asyncio import sslproto
+
+    if getattr(sslproto.SSLProtocol, "max_size", 0) > size:
+        sslproto.SSLProtocol.max_size = size
 
 
 def make_server_context(cert_path: Path, key_path: Path) -> ssl.SSLContext:

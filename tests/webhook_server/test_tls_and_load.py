@@ -6,7 +6,10 @@ import asyncio
 import json
 import re
 import ssl
+from asyncio import sslproto
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 import jsonpatch
@@ -19,9 +22,11 @@ from tests.webhook_server.conftest import (
     decode_patch,
     gpu_pod,
     post_review,
+    server_config,
     write_leaf,
 )
 from webhook.server import WebhookServer
+from webhook.tls import TLS_READ_BUFFER_BYTES, limit_tls_read_buffers
 
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -153,3 +158,22 @@ async def test_200_concurrent_admissions_each_get_their_own_answer(
         if gpus not in validated:  # schema validation is slow; once per distinct shape
             assert_valid(pod)
             validated.add(gpus)
+
+
+async def test_small_tls_read_buffer_still_takes_large_pods(
+    policy_dir: Path, tls_files: TlsFiles, client: aiohttp.ClientSession, monkeypatch: Any
+) -> None:
+    # serve shrinks asyncio's per-connection TLS read buffer (256 KiB by default) to save
+    # memory; a pod body several times that buffer must still arrive whole.
+    monkeypatch.setattr(sslproto.SSLProtocol, "max_size", 256 * 1024)
+    limit_tls_read_buffers()
+    assert sslproto.SSLProtocol.max_size == TLS_READ_BUFFER_BYTES < 256 * 1024
+    async with WebhookServer(server_config(policy_dir, tls_files)) as server:
+        pod = gpu_pod()
+        pod["metadata"]["annotations"] = {"big": "x" * (8 * TLS_READ_BUFFER_BYTES)}
+        review = admission_review(pod)
+        status, answer = await post_review(client, server.url, review)
+    assert status == 200
+    patched = jsonpatch.apply_patch(review["request"]["object"], decode_patch(answer["response"]))
+    assert patched["metadata"]["annotations"]["big"] == "x" * (8 * TLS_READ_BUFFER_BYTES)
+    assert patched["spec"]["affinity"]["nodeAffinity"]
