@@ -35,7 +35,14 @@ from agent.progress import ProgressReporter, format_summary
 from agent.source_errors import CacheWriteError, RetryPolicy
 from agent.transfer import download, list_source, open_source
 
-__all__ = ["InvalidRequest", "PrefetchRequest", "PrefetchResult", "prefetch", "request_problem"]
+__all__ = [
+    "InvalidRequest",
+    "PrefetchRequest",
+    "PrefetchResult",
+    "flush_tree",
+    "prefetch",
+    "request_problem",
+]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +101,34 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def flush_tree(path: Path) -> None:
+    """Make every file and directory below `path` durable. Linux syncfs(2) flushes the whole
+    filesystem in one call, far cheaper than an fsync per file for datasets of millions of
+    small files; elsewhere (or if it fails) each file and directory is fsynced."""
+    try:
+        import ctypes
+
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        syncfs = None
+    if syncfs is not None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if syncfs(fd) == 0:
+                return
+            log.debug("syncfs failed (errno %d); fsyncing file by file", ctypes.get_errno())
+        finally:
+            os.close(fd)
+    for dirpath, _dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
 
 
 def _discard(path: Path) -> None:
@@ -239,8 +274,7 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
                 on_file=progress.file_done,
             )
         try:
-            for dirpath, _dirs, _files in os.walk(tmp, topdown=False):
-                _fsync_dir(Path(dirpath))
+            flush_tree(tmp)
             os.rename(tmp, vdir)
             _fsync_dir(ddir)
         except OSError as exc:

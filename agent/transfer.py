@@ -8,6 +8,7 @@ or as `CacheWriteError` for the local side (disk full and friends).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import errno
@@ -17,7 +18,6 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -112,10 +112,11 @@ def _size(info: dict[str, Any]) -> int | None:
 
 
 def _list_once(src: Source) -> list[RemoteFile]:
-    # HTTP has no directories: a URL ending in "/" is read as an index page of links.
-    http_dir = src.protocol.startswith("http") and src.url.endswith("/")
+    # A URL ending in "/" names a prefix: list it straight away (for HTTP, which has no
+    # directories, that reads an index page of links); otherwise ask what it names.
     try:
-        info = {"type": "directory"} if http_dir else src.fs.info(src.path)
+        info = {"type": "directory"} if src.url.endswith("/") else src.fs.info(src.path)
+        found = src.fs.find(src.path, detail=True) if info.get("type") == "directory" else {}
     except FileNotFoundError as exc:
         if classify_remote(exc) != "not_found":
             raise
@@ -125,7 +126,7 @@ def _list_once(src: Source) -> list[RemoteFile]:
         return [RemoteFile(src.path, name, _size(info), _md5_of(info, src.protocol))]
     base = src.path.rstrip("/") + "/"
     out: list[RemoteFile] = []
-    for path, entry in sorted(src.fs.find(src.path, detail=True).items()):
+    for path, entry in sorted(found.items()):
         if entry.get("type") == "directory" or path.endswith("/") or not path.startswith(base):
             continue
         rel = _safe_rel(path[len(base) :], src.url)
@@ -167,14 +168,6 @@ def _md5_file(path: Path) -> str:
         return hashlib.file_digest(fh, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class _Reporter:
     """Turns fsspec's cumulative callback into byte deltas; `take_back` undoes a failed try."""
 
@@ -196,28 +189,52 @@ class _Reporter:
         self.add(-self.reported)
 
 
-def _get_once(src: Source, f: RemoteFile, target: Path, reporter: _Reporter) -> int:
+@dataclass(frozen=True, slots=True)
+class _Landed:
+    size: int
+    problem: str  # "" when the file is as listed
+    md5: str | None  # the content's MD5 when it was computed
+
+
+def _settle(f: RemoteFile, target: Path, *, check_md5: bool) -> _Landed:
+    """Compare the file with the listing. Durability comes later, for the whole tree at once
+    (prefetch.flush_tree): one filesystem flush instead of a journal commit per file."""
+    try:
+        size = target.stat().st_size
+    except OSError as exc:
+        raise CacheWriteError(exc, target) from exc
+    if f.size is not None and size != f.size:
+        return _Landed(size, f"{f.path}: got {size} bytes, listed as {f.size}", None)
+    if not (f.md5 and check_md5):
+        return _Landed(size, "", None)
+    got = _md5_file(target)
+    wrong = f"{f.path}: MD5 {got} differs from the ETag {f.md5}"
+    return _Landed(size, "" if got == f.md5 else wrong, got)
+
+
+async def _get_once(
+    fs: Any, f: RemoteFile, target: Path, reporter: _Reporter, *, check_md5: bool
+) -> _Landed:
     """One streaming GET into `target` (s3fs resumes a broken body by itself; local files
-    are a copyfile, which reports no progress until done); returns the size on disk."""
+    are a copyfile, which reports no progress until done), then `_settle`."""
     from fsspec.callbacks import Callback
 
     try:
-        src.fs.get_file(f.path, str(target), callback=Callback(hooks={"p": reporter.hook}))
+        await fs._get_file(f.path, str(target), callback=Callback(hooks={"p": reporter.hook}))
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # our side, not the store's
             raise CacheWriteError(exc, target) from exc
         raise
-    try:
-        size = target.stat().st_size
-        _fsync_file(target)
-    except OSError as exc:
-        raise CacheWriteError(exc, target) from exc
-    reporter.add(size - reporter.reported)
-    return size
+    if f.md5 and check_md5:  # hashing reads the file back: off the loop
+        landed = await asyncio.to_thread(_settle, f, target, check_md5=True)
+    else:
+        landed = _settle(f, target, check_md5=False)
+    reporter.add(landed.size - reporter.reported)
+    return landed
 
 
-def _fetch(
-    src: Source,
+async def _fetch(
+    fs: Any,
     f: RemoteFile,
     dest: Path,
     retry: RetryPolicy,
@@ -231,12 +248,12 @@ def _fetch(
         raise CacheWriteError(exc, target.parent) from exc
     seen: str | None = None
     backoff = Backoff(retry.backoff)
-    for attempt in range(retry.attempts):
-        last = attempt + 1 >= retry.attempts
+    for attempt in range(1, retry.attempts + 1):
+        last = attempt >= retry.attempts
         reporter = _Reporter(shared, on_bytes)
         try:
-            size = _get_once(src, f, target, reporter)
-        except (Cancelled, CacheWriteError):
+            landed = await _get_once(fs, f, target, reporter, check_md5=shared.etag_is_md5)
+        except (Cancelled, CacheWriteError, asyncio.CancelledError):
             reporter.take_back()
             raise
         except Exception as exc:
@@ -244,26 +261,65 @@ def _fetch(
             if last or classify_remote(exc) != "transient":
                 raise
             log.warning("%s: %s; fetching the file again", f.path, exc)
-            retry.sleep(backoff.next_delay())
+            await asyncio.to_thread(retry.sleep, backoff.next_delay())
             continue
-        problem = None
-        if f.size is not None and size != f.size:
-            problem = f"{f.path}: got {size} bytes, listed as {f.size}"
-        elif f.md5 and shared.etag_is_md5:
-            got = _md5_file(target)
-            if got != f.md5 and got == seen:  # same bytes twice: the ETag is no MD5 (SSE-KMS/C)
-                shared.etag_is_md5 = False
-                log.warning("%s: ETag is not the content MD5; checking sizes only", f.path)
-            elif got != f.md5:
-                seen = got
-                problem = f"{f.path}: MD5 {got} differs from the ETag {f.md5}"
-        if problem is None:
+        problem, got = landed.problem, landed.md5
+        if problem and got is not None and got == seen:
+            # the same bytes twice: this store's ETags are not MD5s (SSE-KMS, SSE-C)
+            shared.etag_is_md5 = False
+            log.warning("%s: ETag is not the content MD5; checking sizes only", f.path)
+            problem = ""
+        if not problem:
             return
+        seen = got
         reporter.take_back()
         if last:
             raise IntegrityError(problem)
         log.warning("%s; fetching the file again", problem)
-        retry.sleep(backoff.next_delay())
+        await asyncio.to_thread(retry.sleep, backoff.next_delay())
+
+
+async def _download_all(
+    fs: Any,
+    order: Sequence[RemoteFile],
+    dest: Path,
+    *,
+    protocol: str,
+    parallel: int,
+    retry: RetryPolicy,
+    shared: _Shared,
+    on_bytes: Callable[[int], None],
+    on_file: Callable[[], None],
+) -> BaseException | None:
+    """Every file on the filesystem's event loop, `parallel` at a time; the first failure
+    cancels the rest and is returned."""
+    slots = asyncio.Semaphore(max(1, parallel))
+
+    async def one(f: RemoteFile) -> None:
+        async with slots:
+            if shared.cancel.is_set():
+                raise Cancelled()
+            try:
+                await _fetch(fs, f, dest, retry, shared, on_bytes)
+            except (SourceError, CacheWriteError, IntegrityError, Cancelled):
+                raise
+            except Exception as exc:  # a client-library error: say which object and what kind
+                url = f.path if "://" in f.path else f"{protocol}://{f.path}"
+                raise as_source_error(exc, url, retry.attempts) from exc
+        on_file()
+
+    tasks = [asyncio.ensure_future(one(f)) for f in order]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        shared.cancel.set()  # no-op when all succeeded; stops callbacks otherwise
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:  # in listing order, so the reported failure is deterministic
+        if task in done and not task.cancelled() and task.exception() is not None:
+            return task.exception()
+    return None
 
 
 def download(
@@ -276,36 +332,38 @@ def download(
     on_bytes: Callable[[int], None],
     on_file: Callable[[], None],
 ) -> None:
-    """Copy every file under `dest` with `parallel` workers, largest first; stop all workers
-    at the first failure and raise it (SourceError, CacheWriteError or IntegrityError)."""
+    """Copy every file under `dest`, `parallel` at a time, largest first; stop at the first
+    failure and raise it (SourceError, CacheWriteError or IntegrityError).
+
+    The transfers run as coroutines on fsspec's I/O loop (s3fs, gcsfs and HTTP are async;
+    a sync filesystem such as file:// is wrapped, each call in a thread): one loop serves
+    many requests at far less cost than one thread per transfer. Hashing and fsync run in
+    threads so they do not stall the loop.
+    """
+    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+    fs = src.fs if getattr(src.fs, "async_impl", False) else AsyncFileSystemWrapper(src.fs)
     shared = _Shared()
-
-    def one(f: RemoteFile) -> None:
-        if shared.cancel.is_set():
-            raise Cancelled()
-        _fetch(src, f, dest, retry, shared, on_bytes)
-        on_file()
-
     order = sorted(files, key=lambda f: (-(f.size or 0), f.rel))
-    pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="prefetch")
+    work = _download_all(
+        fs,
+        order,
+        dest,
+        protocol=src.protocol,
+        parallel=parallel,
+        retry=retry,
+        shared=shared,
+        on_bytes=on_bytes,
+        on_file=on_file,
+    )
+    future = asyncio.run_coroutine_threadsafe(work, fs.loop)
     try:
-        futures = [pool.submit(one, f) for f in order]
-        wait(futures, return_when=FIRST_EXCEPTION)
+        failure = future.result()
     except BaseException:
-        # SIGTERM (SystemExit) or ^C: do not wait for a worker stuck in a read; the caller
-        # removes the temporary directory and the process exits (cmd_prefetch).
+        # SIGTERM (SystemExit) or ^C while waiting: stop the transfers, do not wait for them;
+        # the caller removes the temporary directory and the process exits (cmd_prefetch).
         shared.cancel.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+        future.cancel()
         raise
-    failed = next((fut for fut in futures if fut.done() and fut.exception()), None)
-    if failed is not None:
-        shared.cancel.set()  # the others stop at their next progress callback
-    pool.shutdown(wait=True, cancel_futures=True)
-    if failed is None:
-        return
-    exc = failed.exception()
-    if isinstance(exc, SourceError | CacheWriteError | IntegrityError):
-        raise exc
-    path = order[futures.index(failed)].path
-    url = path if "://" in path else f"{src.protocol}://{path}"
-    raise as_source_error(exc, url, retry.attempts) from exc  # type: ignore[arg-type]
+    if failure is not None:
+        raise failure
