@@ -75,7 +75,7 @@ def mutate(
         _containers(spec.get(key), f"spec.{key}")
     new = _working_copy(pod)
     warnings: list[str] = []
-    _apply(new["spec"], policy, settings, warnings)
+    _apply(new["spec"], policy, _plan(policy, applied), settings, warnings)
     new_metadata = new["metadata"]
     new_metadata["annotations"] = {
         **(new_metadata.get("annotations") or {}),
@@ -85,7 +85,11 @@ def mutate(
 
 
 def _apply(
-    spec: dict[str, Any], policy: PlacementPolicy, settings: EngineSettings, warnings: list[str]
+    spec: dict[str, Any],
+    policy: PlacementPolicy,
+    plan: ResourcePlan,
+    settings: EngineSettings,
+    warnings: list[str],
 ) -> None:
     rules = policy.spec
     workers = select_workers(
@@ -104,7 +108,6 @@ def _apply(
         image=settings.prefetch_image,
         warnings=warnings,
     )
-    plan = _plan(policy)
     worker_ids = {id(w) for w in workers}
     for container in all_containers(spec):
         apply_resources(container, plan, worker=id(container) in worker_ids, warnings=warnings)
@@ -140,7 +143,21 @@ def _working_copy(pod: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
-def _plan(policy: PlacementPolicy) -> ResourcePlan:
+# Resource plans by `<name>@<content hash>`: a plan depends on the policy content only.
+_PLANS: dict[str, ResourcePlan] = {}
+_PLANS_MAX = 4096
+
+
+def _plan(policy: PlacementPolicy, key: str) -> ResourcePlan:
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()  # policy sets were replaced many times; start over
+        plan = _PLANS[key] = _make_plan(policy)
+    return plan
+
+
+def _make_plan(policy: PlacementPolicy) -> ResourcePlan:
     resources = policy.spec.resources
     memory = resources.memory_per_gpu
     return ResourcePlan(

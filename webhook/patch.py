@@ -8,6 +8,7 @@ objects (not copies): both are read-only results.
 
 from __future__ import annotations
 
+from operator import is_
 from typing import Any
 
 __all__ = ["JsonPatch", "clone", "escape_token", "json_diff", "prefix_patch"]
@@ -71,6 +72,11 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: str, ops: JsonPat
 
 def _diff_list(old: list[Any], new: list[Any], path: str, ops: JsonPatch) -> None:
     extra = len(new) - len(old)
+    if extra > 0 and old and isinstance(old[0], dict) and all(map(is_, old, new)):
+        # Objects appended after the untouched originals (env, mounts, volumes): the same
+        # ops the general path below would find, without comparing anything.
+        ops.extend({"op": "add", "path": f"{path}/-", "value": item} for item in new[len(old) :])
+        return
     if extra < 0:
         # The engine only ever adds list items; a shrink is rare enough to replace wholesale.
         ops.append({"op": "replace", "path": path, "value": new})
