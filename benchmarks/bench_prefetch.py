@@ -2,13 +2,14 @@
 
 Two datasets (many small files, a few large ones) from two sources: `file://` and a local S3
 server (moto, in its own process so it does not share the client's GIL). The prefetch runs
-in-process (`agent.prefetch.prefetch`, no process start) with its default 8 workers and does
-everything the init container does: listing, ETag/MD5 checks, fsync of every file and
-directory, rename, marker. The baseline is what a script would do: `shutil.copyfile` per file,
-or one boto3 `get_object` after another, with no fsync; for file:// a copy that fsyncs each
-file shows what durability alone costs. "× copy" is plain-copy seconds / the row's seconds
-(above 1: faster than the plain copy). Figures are medians over `runs` runs. The moto server
-spends ~15 ms of CPU per request, so with small files it, not the client, sets the pace.
+in-process (`agent.prefetch.prefetch`, no process start) with its default 8 transfers and does
+everything the init container does: listing, ETag/MD5 checks, a filesystem flush (syncfs),
+rename, marker. The baseline is what a script would do: list, then `shutil.copyfile` per
+file or one boto3 `get_object` after another, with no flush; for file:// a copy that fsyncs
+each file shows what per-file durability costs. "× copy" is plain-copy seconds / the row's
+seconds (above 1: faster than the plain copy). Figures are medians over `runs` runs. On
+loopback the moto server spends milliseconds of CPU per request and there is no network
+latency to hide, so for small objects the server sets the pace, not the client.
 
 Run alone: `python -m benchmarks.bench_prefetch`.
 """
@@ -79,7 +80,8 @@ def _median_seconds(fn: Callable[[Path], None], runs: int, scratch: Path) -> flo
     return statistics.median(times)
 
 
-def _copy_tree(src: Path, files: list[str], dest: Path, *, fsync: bool = False) -> None:
+def _copy_tree(src: Path, dest: Path, *, fsync: bool = False) -> None:
+    files = [p.relative_to(src) for p in src.rglob("*") if p.is_file()]  # list, as cp -r does
     for rel in files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src / rel, dest / rel)
@@ -117,16 +119,14 @@ def _bench_file(scratch: Path, runs: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name, (files, size) in DATASETS.items():
         src = scratch / f"src-{files}"
-        rels = sorted(_write_dataset(src, files, size))
+        _write_dataset(src, files, size)
 
         def fetch(dest: Path, src: Path = src) -> None:
             prefetch(PrefetchRequest("bench", "v1", src.as_uri(), cache_root=dest))
 
         prefetch_s = _median_seconds(fetch, runs, scratch)
-        copy_s = _median_seconds(lambda d, s=src, r=rels: _copy_tree(s, r, d), runs, scratch)
-        synced_s = _median_seconds(
-            lambda d, s=src, r=rels: _copy_tree(s, r, d, fsync=True), runs, scratch
-        )
+        copy_s = _median_seconds(lambda d, s=src: _copy_tree(s, d), runs, scratch)
+        synced_s = _median_seconds(lambda d, s=src: _copy_tree(s, d, fsync=True), runs, scratch)
         timed = [
             ("prefetch (8 workers)", prefetch_s),
             ("shutil.copyfile loop", copy_s),
@@ -164,13 +164,15 @@ def _bench_s3(scratch: Path, runs: int) -> list[dict[str, Any]]:
                 )
                 prefetch(request)
 
-            rels = sorted(data)
-
-            def get_all(dest: Path, prefix: str = prefix, rels: list[str] = rels) -> None:
-                for rel in rels:
-                    (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                    body = client.get_object(Bucket="bench", Key=prefix + rel)["Body"].read()
-                    (dest / rel).write_bytes(body)
+            def get_all(dest: Path, prefix: str = prefix) -> None:
+                # a copy script has to list too (aws s3 cp --recursive does)
+                pages = client.get_paginator("list_objects_v2").paginate(
+                    Bucket="bench", Prefix=prefix
+                )
+                for key in [obj["Key"] for page in pages for obj in page.get("Contents", [])]:
+                    target = dest / key[len(prefix) :]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(client.get_object(Bucket="bench", Key=key)["Body"].read())
 
             prefetch_s = _median_seconds(fetch, runs, scratch)
             copy_s = _median_seconds(get_all, runs, scratch)
