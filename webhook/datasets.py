@@ -55,9 +55,10 @@ def add_datasets(
     cache_root: Path,
     image: str,
     warnings: list[str],
-) -> None:
+) -> list[dict[str, Any]]:
+    """Wire the datasets into the pod; returns the prefetch init containers it added."""
     if not datasets or not workers:
-        return  # nobody would read the data: no volumes, no download
+        return []  # nobody would read the data: no volumes, no download
     root = str(cache_root)
     volumes = spec.get("volumes") or []
     mine = next((v for v in volumes if v.get("name") == CACHE_VOLUME), None)
@@ -69,7 +70,7 @@ def add_datasets(
             f"volume {CACHE_VOLUME} is reserved for the dataset cache and the pod defines it "
             "differently; datasets not mounted"
         )
-        return
+        return []
     prefetchers = [
         _prefetch_container(dataset, root=root, image=image)
         for dataset in datasets
@@ -78,7 +79,7 @@ def add_datasets(
     for dataset in datasets:
         for worker in workers:
             _mount(worker, dataset, warnings)
-    _insert_init(spec, prefetchers)
+    return _insert_init(spec, prefetchers)
 
 
 def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> None:
@@ -136,10 +137,11 @@ def _prefetch_container(dataset: Dataset, *, root: str, image: str) -> dict[str,
     }
 
 
-def _insert_init(spec: dict[str, Any], prefetchers: list[dict[str, Any]]) -> None:
+def _insert_init(spec: dict[str, Any], prefetchers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Prefetchers run first, before user init containers (and sidecars) in dataset order."""
     existing = spec.get("initContainers") or []
     names = {c.get("name") for c in existing}
     new = [c for c in prefetchers if c["name"] not in names]
     if new:
         spec["initContainers"] = [*new, *existing]
+    return new

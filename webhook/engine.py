@@ -100,7 +100,7 @@ def _apply(
             f"no worker containers (named in spec.workers or with a {rules.gpu_resource} "
             f"limit): datasets, env and launcher settings not applied"
         )
-    add_datasets(
+    injected = add_datasets(
         spec,
         rules.datasets,
         workers,
@@ -109,8 +109,13 @@ def _apply(
         warnings=warnings,
     )
     worker_ids = {id(w) for w in workers}
+    # Prefetch containers are built Guaranteed (requests == limits, no GPU): resources would
+    # leave them as they are, so they skip it.
+    skip = {id(c) for c in injected}
     for container in all_containers(spec):
-        apply_resources(container, plan, worker=id(container) in worker_ids, warnings=warnings)
+        if id(container) not in skip:
+            worker = id(container) in worker_ids
+            apply_resources(container, plan, worker=worker, warnings=warnings)
     mode = rules.launcher.numa_binding
     for worker in workers:
         if mode is not None and not bind_numa(worker, mode):
