@@ -248,3 +248,28 @@ def test_waiter_reports_holder_then_finds_the_version_complete(
     assert proc.wait(timeout=30) == 0, log.read_text()
     assert "finished by another prefetch" in log.read_text()
     assert s3.requests[before:] == []
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_multipart_object_is_checked_by_size(s3: S3Server, tmp_path: Path) -> None:
+    """A multipart upload's ETag ("<hex>-N") is no MD5 of the content: size only, no false
+    integrity failure."""
+    bucket = s3.new_bucket()
+    body = os.urandom(5 * 1024 * 1024 + 100)
+    upload = s3.client.create_multipart_upload(Bucket=bucket, Key="ckpt/model.bin")
+    parts = []
+    for number, chunk in enumerate((body[: 5 * 1024 * 1024], body[5 * 1024 * 1024 :]), 1):
+        etag = s3.client.upload_part(
+            Bucket=bucket, Key="ckpt/model.bin", UploadId=upload["UploadId"],
+            PartNumber=number, Body=chunk,
+        )["ETag"]  # fmt: skip
+        parts.append({"ETag": etag, "PartNumber": number})
+    s3.client.complete_multipart_upload(
+        Bucket=bucket, Key="ckpt/model.bin", UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": parts},
+    )  # fmt: skip
+    assert s3.client.head_object(Bucket=bucket, Key="ckpt/model.bin")["ETag"].endswith('-2"')
+
+    prefetch(PrefetchRequest("ckpt", "1", f"s3://{bucket}/ckpt/", cache_root=tmp_path))
+
+    assert (version_dir(tmp_path, "ckpt", "1") / "model.bin").read_bytes() == body
