@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 
 import aiohttp
 import botocore.exceptions
@@ -11,7 +12,8 @@ import pytest
 from agent.backoff import BackoffPolicy
 from agent.cmd_prefetch import parse_size
 from agent.progress import ProgressSnapshot, format_progress, format_summary
-from agent.source_errors import RetryPolicy, classify_remote
+from agent.source_errors import RetryPolicy, SourceInvalid, classify_remote
+from agent.transfer import open_source
 
 
 class Flaky:
@@ -105,3 +107,19 @@ def test_progress_before_any_byte_has_unknown_eta() -> None:
 )
 def test_parse_size(text: str, value: int) -> None:
     assert parse_size(text) == value
+
+
+def test_gs_source_without_gcsfs_says_what_to_install() -> None:
+    try:
+        import gcsfs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("gcsfs is installed here")
+    with pytest.raises(SourceInvalid, match=re.escape("pip install 'topoplace[gcs]'")):
+        open_source("gs://bucket/imagenet/")
+
+
+def test_unknown_scheme_is_refused_naming_the_url() -> None:
+    with pytest.raises(SourceInvalid, match=re.escape("nosuch://bucket/x")):
+        open_source("nosuch://bucket/x")
