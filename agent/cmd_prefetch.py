@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     signal.signal(signal.SIGTERM, _terminate)
+    os.umask(0o022)  # the cache is read by workers running as any user: files 0644, dirs 0755
     request = PrefetchRequest(
         dataset=args.dataset,
         version=args.version,

@@ -166,6 +166,7 @@ def _write_marker(root: Path, req: PrefetchRequest, *, files: int, size: int) ->
     ddir = dataset_dir(root, req.dataset)
     fd, tmp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}marker-", dir=ddir)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide it from non-root readers
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump(doc, out, indent=2)
             out.write("\n")
@@ -258,6 +259,9 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
     vdir = version_dir(root, req.dataset, req.version)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{req.version}-", dir=ddir))
+        # mkdtemp makes it 0700; it becomes the version directory, which workers running
+        # as any user mount read-only.
+        os.chmod(tmp, 0o755)
     except OSError as exc:
         raise CacheWriteError(exc, ddir) from exc
     started = time.monotonic()

@@ -31,8 +31,13 @@ def test_file_source_arrives_byte_identical(run_prefetch: RunPrefetch, tmp_path:
         "--cache-root", str(tmp_path / "cache"), "--parallel", "4",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert tree_digests(version_dir(tmp_path / "cache", "coco", "2017")) == digests(files)
-    assert marker_path(tmp_path / "cache", "coco", "2017").is_file()
+    vdir = version_dir(tmp_path / "cache", "coco", "2017")
+    assert tree_digests(vdir) == digests(files)
+    # workers may run as any user: the version, its contents and the marker are world-readable
+    for path in [vdir, marker_path(tmp_path / "cache", "coco", "2017"), *vdir.rglob("*")]:
+        assert path.stat().st_mode & 0o444 == 0o444, path
+        if path.is_dir():
+            assert path.stat().st_mode & 0o111 == 0o111, path
 
 
 @pytest.mark.parametrize(
