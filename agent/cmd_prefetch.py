@@ -117,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _terminate)
     os.umask(0o022)  # the cache is read by workers running as any user: files 0644, dirs 0755
+    if logging.getLogger().level > logging.DEBUG:
+        # "Found credentials in environment variables." and the like: noise in pod logs
+        for name in ("aiobotocore", "botocore", "s3fs", "fsspec"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     request = PrefetchRequest(
         dataset=args.dataset,
         version=args.version,
