@@ -291,14 +291,15 @@ async def _download_all(
     on_bytes: Callable[[int], None],
     on_file: Callable[[], None],
 ) -> BaseException | None:
-    """Every file on the filesystem's event loop, `parallel` at a time; the first failure
-    cancels the rest and is returned."""
-    slots = asyncio.Semaphore(max(1, parallel))
+    """Every file on the filesystem's event loop by `parallel` workers that take files from
+    one shared iterator (a task per worker, not per file: datasets may hold millions); the
+    first failure stops the others and is returned."""
+    pending = iter(order)  # one event loop thread: no two workers take the same file
 
-    async def one(f: RemoteFile) -> None:
-        async with slots:
+    async def worker() -> None:
+        for f in pending:
             if shared.cancel.is_set():
-                raise Cancelled()
+                return
             try:
                 await _fetch(fs, f, dest, retry, shared, on_bytes)
             except (SourceError, CacheWriteError, IntegrityError, Cancelled):
@@ -306,20 +307,19 @@ async def _download_all(
             except Exception as exc:  # a client-library error: say which object and what kind
                 url = f.path if "://" in f.path else f"{protocol}://{f.path}"
                 raise as_source_error(exc, url, retry.attempts) from exc
-        on_file()
+            on_file()
 
-    tasks = [asyncio.ensure_future(one(f)) for f in order]
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, parallel))]
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        done, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
     finally:
         shared.cancel.set()  # no-op when all succeeded; stops callbacks otherwise
-        for task in tasks:
+        for task in workers:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in tasks:  # in listing order, so the reported failure is deterministic
-        if task in done and not task.cancelled() and task.exception() is not None:
-            return task.exception()
-    return None
+        await asyncio.gather(*workers, return_exceptions=True)
+    failures = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+    real = [e for e in failures if not isinstance(e, Cancelled)]
+    return (real or failures or [None])[0]
 
 
 def download(
