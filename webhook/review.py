@@ -154,6 +154,11 @@ def _check_pod(obj: dict[str, Any]) -> None:
             raise MalformedReview(f"request.object.spec.{key} must be a list of objects")
 
 
+# isinstance checks mapped in C over a whole list (no generator frame per pod).
+_is_str = str.__instancecheck__
+_is_dict = dict.__instancecheck__
+
+
 def _usual_pod(obj: dict[str, Any]) -> bool:
     """True when `obj` passes `_check_pod` (same rules, no messages); False: ask it why."""
     if obj.get("kind", "Pod") != "Pod" or obj.get("apiVersion", "v1") != "v1":
@@ -165,17 +170,17 @@ def _usual_pod(obj: dict[str, Any]) -> bool:
         for key in ("labels", "annotations"):
             mapping = metadata.get(key)
             if mapping is not None and (
-                type(mapping) is not dict or not all(type(v) is str for v in mapping.values())
+                type(mapping) is not dict or not all(map(_is_str, mapping.values()))
             ):
                 return False
     spec = obj.get("spec")
     if type(spec) is not dict:
         return False
     containers = spec.get("containers")
-    if type(containers) is not list or not all(type(c) is dict for c in containers):
+    if type(containers) is not list or not all(map(_is_dict, containers)):
         return False
     init = spec.get("initContainers")
-    return init is None or (type(init) is list and all(type(c) is dict for c in init))
+    return init is None or (type(init) is list and all(map(_is_dict, init)))
 
 
 def _parse_usual(doc: Any) -> ReviewRequest | None:
