@@ -58,9 +58,10 @@ def _diff(old: Any, new: Any, path: str, ops: JsonPatch) -> None:
 
 
 def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: str, ops: JsonPatch) -> None:
-    for key in old:
-        if key not in new:
-            ops.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
+    if not old.keys() <= new.keys():  # a set check in C; the engine never removes keys
+        for key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": f"{path}/{escape_token(key)}"})
     for key, value in new.items():
         if key in old:
             previous = old[key]
