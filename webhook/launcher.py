@@ -36,6 +36,9 @@ _SCRIPT_LAUNCHER = re.compile(
 )
 # The rest of that shell command: up to an unescaped newline or an operator (; & |).
 _SCRIPT_REST = re.compile(r"(?:\\\n|[^;&|\n])*")
+# Every pod of a job carries the same script, so its edit is cached; the length bound keeps
+# the cache at a few MB whatever the pods hold.
+_CACHED_SCRIPT_CHARS = 8192
 _SCRIPT_EXISTING = re.compile(r"(?<![\w-])--numa[-_]binding\b")
 
 
@@ -113,9 +116,19 @@ def _argv_insert_index(argv: list[str]) -> int | None:
     return None
 
 
-@functools.lru_cache(maxsize=256)  # pure; every pod of a job carries the same script
 def _bind_script(script: str, flag: str) -> tuple[str, bool]:
     """The script with the flag after each launcher lacking it, and whether any was found."""
+    if len(script) <= _CACHED_SCRIPT_CHARS:
+        return _bind_script_cached(script, flag)
+    return _bind_script_uncached(script, flag)
+
+
+@functools.lru_cache(maxsize=256)
+def _bind_script_cached(script: str, flag: str) -> tuple[str, bool]:
+    return _bind_script_uncached(script, flag)
+
+
+def _bind_script_uncached(script: str, flag: str) -> tuple[str, bool]:
     pieces: list[str] = []
     last = 0
     found = False

@@ -30,6 +30,8 @@ _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 # Largest first, so 98304Mi prints as 96Gi.
 _BINARY_OUT = sorted(_BINARY.items(), key=lambda kv: -kv[1])
+# Longest quantity string whose parse is cached (a real one is a few characters).
+_CACHED_CHARS = 32
 _DECIMAL_OUT = [("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)]
 
 
@@ -39,8 +41,9 @@ class QuantityError(ValueError):
 
 def parse_quantity(value: str | int | float | Decimal) -> Decimal:
     """Parse `value` as Kubernetes would; numbers (YAML ints/floats) are accepted too."""
-    if type(value) is str:
+    if type(value) is str and len(value) <= _CACHED_CHARS:
         # Pods repeat a handful of strings ("8", "96Gi", "500m"); Decimals are immutable.
+        # Long strings are not kept: the cache must not hold what a request makes up.
         return _parse_text(value)
     return _parse(value)
 
