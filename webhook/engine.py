@@ -73,6 +73,7 @@ def mutate(
         raise InvalidPod("spec must be an object holding the pod's containers")
     for key in ("containers", "initContainers"):
         _containers(spec.get(key), f"spec.{key}")
+    _affinity_fields(spec)
     new = _working_copy(pod)
     warnings: list[str] = []
     _apply(new["spec"], policy, _plan(policy, applied), settings, warnings)
@@ -208,3 +209,57 @@ def _containers(value: Any, where: str) -> None:
         return
     if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
         raise InvalidPod(f"{where} must be a list of container objects")
+    for i, container in enumerate(value):
+        _container_fields(container, f"{where}[{i}]")
+
+
+def _objects(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        raise InvalidPod(f"{where} must be a list of objects")
+    return value
+
+
+def _affinity_fields(spec: dict[str, Any]) -> None:
+    """The node affinity levels the affinity step edits must be objects and lists of them."""
+    affinity = _mapping(spec.get("affinity"), "spec.affinity")
+    node = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(node.get("requiredDuringSchedulingIgnoredDuringExecution"), where)
+    for i, term in enumerate(
+        _objects(required.get("nodeSelectorTerms"), where + ".nodeSelectorTerms")
+    ):
+        _objects(term.get("matchExpressions"), f"{where}.nodeSelectorTerms[{i}].matchExpressions")
+    _objects(
+        node.get("preferredDuringSchedulingIgnoredDuringExecution"),
+        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+    )
+
+
+# Container fields the steps read or edit, and the JSON type each must have. The API server
+# always sends typed objects; offline files and fuzzers may not, and get a 400-style error.
+_LIST_OF_STR = ("command", "args")
+_LIST_OF_OBJ = ("env", "volumeMounts")
+
+
+def _container_fields(container: dict[str, Any], where: str) -> None:
+    if not isinstance(container.get("name", ""), str):
+        raise InvalidPod(f"{where}.name must be a string")
+    for key in _LIST_OF_STR:
+        items = container.get(key)
+        if items is not None and (
+            not isinstance(items, list) or not all(isinstance(x, str) for x in items)
+        ):
+            raise InvalidPod(f"{where}.{key} must be a list of strings")
+    for key in _LIST_OF_OBJ:
+        items = container.get(key)
+        if items is not None and (
+            not isinstance(items, list) or not all(isinstance(x, dict) for x in items)
+        ):
+            raise InvalidPod(f"{where}.{key} must be a list of objects")
+    resources = _mapping(container.get("resources"), f"{where}.resources")
+    for key in ("requests", "limits"):
+        amounts = _mapping(resources.get(key), f"{where}.resources.{key}")
+        if not all(isinstance(v, str | int | float) for v in amounts.values()):
+            raise InvalidPod(f"{where}.resources.{key} values must be quantities")

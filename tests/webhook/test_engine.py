@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -462,6 +463,44 @@ def test_malformed_pod_raises_invalid_pod(policies):
         pod["spec"] = broken
         with pytest.raises(InvalidPod):
             mutate(pod, "ml-team", policy_set, SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("command", ["torchrun", 5], "spec.containers[0].command must be a list of strings"),
+        ("args", "train.py", "spec.containers[0].args must be a list of strings"),
+        ("env", "A=1", "spec.containers[0].env must be a list of objects"),
+        ("volumeMounts", [None], "spec.containers[0].volumeMounts must be a list of objects"),
+        ("resources", "8 GPUs", "spec.containers[0].resources must be an object"),
+        ("resources", {"limits": {GPU: [8]}}, "resources.limits values must be quantities"),
+        ("name", 7, "spec.containers[0].name must be a string"),
+    ],
+)
+def test_a_container_field_of_the_wrong_type_is_named(policies, field, value, message):
+    pod = make_pod(container(gpus=1, command=["torchrun", "x.py"]))
+    pod["spec"]["containers"][0][field] = value
+    with pytest.raises(InvalidPod, match=re.escape(message)):
+        mutate(
+            pod, "ml-team", policies(policy_doc("p", launcher={"numaBinding": "node"})), SETTINGS
+        )
+
+
+@pytest.mark.parametrize(
+    ("affinity", "message"),
+    [
+        ("any node", "spec.affinity must be an object"),
+        ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": {"matchExpressions": []}}}}, "nodeSelectorTerms must be a list"),
+        ({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": ["a"]}]}}},
+         "nodeSelectorTerms[0].matchExpressions must be a list of objects"),
+    ],
+)  # fmt: skip
+def test_node_affinity_of_the_wrong_shape_is_named(policies, affinity, message):
+    pod = make_pod(container(gpus=1), affinity=affinity)
+    with pytest.raises(InvalidPod, match=re.escape(message)):
+        mutate(pod, "ml-team", policies(policy_doc("p", placement=PLACEMENT)), SETTINGS)
 
 
 def test_gpu_given_only_as_request_counts_and_gets_its_limit(run_mutate):
