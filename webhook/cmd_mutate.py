@@ -11,8 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agent.cache_layout import DEFAULT_CACHE_ROOT
-from webhook.mutation import DEFAULT_PREFETCH_IMAGE
+from webhook.mutation import add_engine_arguments, settings_from_args
 
 __all__ = ["add_arguments", "run"]
 
@@ -36,33 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="pod",
         help="print the mutated objects (pod), the JSON patches, or a unified diff",
     )
-    parser.add_argument(
-        "--dataset-cache-root",
-        type=Path,
-        default=DEFAULT_CACHE_ROOT,
-        metavar="DIR",
-        help=f"node dataset cache root used in hostPath volumes (default {DEFAULT_CACHE_ROOT})",
-    )
-    parser.add_argument(
-        "--prefetch-image",
-        default=DEFAULT_PREFETCH_IMAGE,
-        metavar="IMAGE",
-        help=f"image of the prefetch init container (default {DEFAULT_PREFETCH_IMAGE})",
-    )
+    add_engine_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from webhook.mutate_documents import DocumentError, mutate_documents, render
-    from webhook.mutation import EngineSettings
     from webhook.policy_loader import PolicyLoadError, load_policy_dir
     from webhook.yaml_io import YamlInputError, load_documents
 
-    if not args.dataset_cache_root.is_absolute():
-        print(
-            f"error: --dataset-cache-root {args.dataset_cache_root} must be an absolute path "
-            f"(it becomes a hostPath on the nodes)",
-            file=sys.stderr,
-        )
+    settings = settings_from_args(args)
+    if isinstance(settings, str):
+        print(f"error: {settings}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         policies = load_policy_dir(args.policies)
@@ -81,9 +64,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    settings = EngineSettings(
-        cache_root=args.dataset_cache_root, prefetch_image=args.prefetch_image
-    )
     try:
         results = mutate_documents(
             docs, policies=policies, settings=settings, namespace=args.namespace or "default"

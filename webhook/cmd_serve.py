@@ -14,8 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agent.cache_layout import DEFAULT_CACHE_ROOT
-from webhook.mutation import DEFAULT_PREFETCH_IMAGE
+from webhook.mutation import EngineSettings, add_engine_arguments, settings_from_args
 
 __all__ = ["add_arguments", "run"]
 
@@ -62,19 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="plain-HTTP Prometheus port (0: a free one, -1: off; default 9102)",
     )
-    parser.add_argument(
-        "--dataset-cache-root",
-        type=Path,
-        metavar="DIR",
-        help=f"node path of the dataset cache (default {DEFAULT_CACHE_ROOT}); a webhook "
-        "setting, so policies cannot choose host paths",
-    )
-    parser.add_argument(
-        "--prefetch-image",
-        default=DEFAULT_PREFETCH_IMAGE,
-        metavar="IMAGE",
-        help=f"image of the prefetch init container (default {DEFAULT_PREFETCH_IMAGE})",
-    )
+    add_engine_arguments(parser)
     parser.add_argument(
         "--max-body-bytes",
         type=int,
@@ -142,22 +129,20 @@ def _self_signed(directory: Path | None) -> tuple[Path, Path, Path]:
     return paths
 
 
-async def _serve(args: argparse.Namespace, cert: Path, key: Path, host: str) -> int:
+async def _serve(
+    args: argparse.Namespace, settings: EngineSettings, cert: Path, key: Path, host: str
+) -> int:
     import asyncio
     import contextlib
     import gc
     import signal
 
-    from webhook.mutation import EngineSettings
     from webhook.policy_loader import PolicyLoadError
     from webhook.server import ServerConfig, WebhookServer
     from webhook.tls import limit_tls_read_buffers
 
     limit_tls_read_buffers()
 
-    settings = EngineSettings(
-        cache_root=args.dataset_cache_root or DEFAULT_CACHE_ROOT, prefetch_image=args.prefetch_image
-    )
     config = ServerConfig(
         policies_dir=args.policies,
         cert_path=cert,
@@ -209,8 +194,9 @@ async def _serve(args: argparse.Namespace, cert: Path, key: Path, host: str) -> 
 
 def run(args: argparse.Namespace) -> int:
     problem = _usage_problem(args)
-    if problem is not None:
-        print(f"topoplace-webhook serve: {problem}", file=sys.stderr)
+    settings = settings_from_args(args)
+    if problem is not None or isinstance(settings, str):
+        print(f"topoplace-webhook serve: {problem or settings}", file=sys.stderr)
         return _EXIT_USAGE
     import asyncio
     import shutil
@@ -236,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return _EXIT_STARTUP
         host = args.host or ("127.0.0.1" if args.self_signed else "0.0.0.0")
-        return asyncio.run(_serve(args, cert, key, host))
+        return asyncio.run(_serve(args, settings, cert, key, host))
     finally:
         if made_dir is not None:
             shutil.rmtree(made_dir, ignore_errors=True)

@@ -54,14 +54,7 @@ def mutate(
         )
     policy = policies.get(name)
     if policy is None:
-        return Mutation(
-            pod=pod,
-            policy=name,
-            warnings=[
-                f"placement policy {name!r} does not exist (known: {_some(policies.names)}); "
-                f"pod admitted unchanged"
-            ],
-        )
+        return _missing(pod, name, policies, settings)
     if not policy.allows_namespace(namespace):
         return _forbidden(pod, policy, namespace)
     applied = f"{name}@{policies.hash_of(name)}"
@@ -187,6 +180,20 @@ def _forbidden(pod: dict[str, Any], policy: PlacementPolicy, namespace: str) -> 
         return Mutation(pod=pod, allowed=False, denial=denial, policy=policy.name)
     # The API server may truncate warnings past 256 characters: keep them short.
     return Mutation(pod=pod, warnings=[f"{what}; pod admitted unchanged"], policy=policy.name)
+
+
+def _missing(
+    pod: dict[str, Any], name: str, policies: PolicySet, settings: EngineSettings
+) -> Mutation:
+    """No such policy: there is no `onMissing` to read, so the webhook's setting decides."""
+    what = f"placement policy {name!r} does not exist (known: {_some(policies.names)})"
+    if settings.on_missing_policy == "deny":
+        denial = (
+            f"{what}: fix the pod's {POLICY_LABEL} label, or ask the platform team to add "
+            "the policy"
+        )
+        return Mutation(pod=pod, allowed=False, denial=denial, policy=name)
+    return Mutation(pod=pod, warnings=[f"{what}; pod admitted unchanged"], policy=name)
 
 
 def _some(names: tuple[str, ...], limit: int = 5) -> str:

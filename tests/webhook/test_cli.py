@@ -125,6 +125,28 @@ def test_denied_pod_exits_1_with_reason_and_no_output(cli, tmp_path):
     assert "denied" in result.stderr and "'web'" in result.stderr
 
 
+@pytest.mark.parametrize(("flag", "code"), [([], 0), (["--on-missing-policy", "deny"], 1)])
+def test_a_pod_naming_no_loaded_policy_warns_or_is_denied(cli, tmp_path, flag, code):
+    write_yaml(tmp_path / "p.yaml", policy_doc("p"))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "x", "labels": {"topoplace.io/policy": "typo"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+    result = cli("mutate", "--policies", str(tmp_path), *flag, "-", stdin=yaml.safe_dump(pod))
+    assert result.returncode == code, result.stderr
+    assert "'typo' does not exist" in result.stderr
+    assert ("denied" in result.stderr) == (code == 1)
+
+
+def test_a_relative_cache_root_is_refused(cli):
+    result = cli("mutate", "--policies", "policies", "--dataset-cache-root", "cache",
+                 "examples/pods/jobset-ddp.yaml")  # fmt: skip
+    assert result.returncode == 2
+    assert "--dataset-cache-root cache must be an absolute path" in result.stderr
+
+
 def test_bad_policies_exit_2(cli, tmp_path):
     write_yaml(tmp_path / "p.yaml", policy_doc("p", resources={"cpuPerGpu": "x"}))
     result = cli("mutate", "--policies", str(tmp_path), "examples/pods/jobset-ddp.yaml")

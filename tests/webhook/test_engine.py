@@ -64,6 +64,16 @@ def test_unknown_policy_is_admitted_unchanged_with_a_warning(policies):
     assert "no-such-policy" in result.warnings[0] and "does not exist" in result.warnings[0]
 
 
+def test_unknown_policy_is_denied_when_the_webhook_says_so(policies):
+    pod = make_pod(policy="no-such-policy")
+    deny = EngineSettings(on_missing_policy="deny")
+    result = mutate(pod, "ml-team", policies(policy_doc("p")), deny)
+    assert not result.allowed and result.patch == [] and result.policy == "no-such-policy"
+    assert result.denial is not None
+    assert "'no-such-policy' does not exist (known: p)" in result.denial
+    assert POLICY_LABEL in result.denial
+
+
 def test_namespace_outside_allowlist_warns_by_default(policies):
     policy_set = policies(policy_doc("p", namespaces=["ml-*"]))
     result = mutate(make_pod(), "default", policy_set, SETTINGS)
