@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agent.cache_layout import MARKER_FILE, TEMP_PREFIX, lock_path, marker_path, version_dir
 from agent.cache_lock import DatasetLock, try_lock
+from agent.durable import fsync_dir
 
 __all__ = [
     "CachedVersion",
@@ -116,21 +117,13 @@ def scan_cache(root: Path) -> list[CachedVersion]:
     return out
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def evict_version(root: Path, name: str, version: str) -> None:
     """Delete one version; the caller holds its dataset's lock. The marker goes first, so an
     interrupted eviction leaves an incomplete version or a temporary directory, never a
     directory that looks complete; the next prefetch of that dataset removes the remains."""
     vdir = version_dir(root, name, version)
     marker_path(root, name, version).unlink(missing_ok=True)
-    _fsync_dir(vdir)
+    fsync_dir(vdir)
     doomed = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}evict-{version}-", dir=vdir.parent))
     os.rename(vdir, doomed / version)
     shutil.rmtree(doomed)

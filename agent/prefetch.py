@@ -30,6 +30,7 @@ from agent.cache_layout import (
     version_dir,
 )
 from agent.cache_lock import DatasetLock
+from agent.durable import fsync_dir
 from agent.k8s_names import is_label_name, is_label_value
 from agent.progress import ProgressReporter, format_summary
 from agent.source_errors import CacheWriteError, RetryPolicy
@@ -95,14 +96,6 @@ def _touch(marker: Path) -> None:
         log.debug("could not touch %s: %s", marker, exc)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def flush_tree(path: Path) -> None:
     """Make every file and directory below `path` durable. Linux syncfs(2) flushes the whole
     filesystem in one call, far cheaper than an fsync per file for datasets of millions of
@@ -128,7 +121,7 @@ def flush_tree(path: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(dirpath))
+        fsync_dir(Path(dirpath))
 
 
 def _discard(path: Path) -> None:
@@ -176,7 +169,7 @@ def _write_marker(root: Path, req: PrefetchRequest, *, files: int, size: int) ->
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(version_dir(root, req.dataset, req.version))
+    fsync_dir(version_dir(root, req.dataset, req.version))
 
 
 def _hit(marker: Path, req: PrefetchRequest, how: str) -> PrefetchResult:
@@ -280,7 +273,7 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
         try:
             flush_tree(tmp)
             os.rename(tmp, vdir)
-            _fsync_dir(ddir)
+            fsync_dir(ddir)
         except OSError as exc:
             raise CacheWriteError(exc, vdir) from exc
     except BaseException:
