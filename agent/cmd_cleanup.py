@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from pathlib import Path
+
+from agent.cluster_flags import add_kubeconfig_argument, add_node_name_argument
 
 __all__ = ["add_arguments", "run"]
 
@@ -20,21 +21,8 @@ _ATTEMPTS = 6
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    node_default = os.environ.get("NODE_NAME") or None
-    parser.add_argument(
-        "--node-name",
-        default=node_default,
-        required=node_default is None,
-        metavar="NAME",
-        help="the Node to clean (default: $NODE_NAME)",
-    )
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
-    )
+    add_node_name_argument(parser, purpose="clean")
+    add_kubeconfig_argument(parser)
 
 
 async def _cleanup(node: str, kubeconfig: Path | None) -> int:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-from pathlib import Path
+
+from agent.cluster_flags import add_kubeconfig_argument, add_node_name_argument
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,14 +34,7 @@ def _positive_seconds(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from agent.discovery import add_discovery_arguments
 
-    node_default = os.environ.get("NODE_NAME") or None
-    parser.add_argument(
-        "--node-name",
-        default=node_default,
-        required=node_default is None,
-        metavar="NAME",
-        help="the Node to label (default: $NODE_NAME, set from the downward API)",
-    )
+    add_node_name_argument(parser, purpose="label")
     add_discovery_arguments(parser)
     parser.add_argument(
         "--resync-interval",
@@ -60,13 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-host", default="0.0.0.0", metavar="ADDR", help="(default: %(default)s)"
     )
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="kubeconfig to use (default: in-cluster, else $KUBECONFIG or ~/.kube/config)",
-    )
+    add_kubeconfig_argument(parser)
 
 
 async def _serve(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.cluster_flags import add_kubeconfig_argument
 from webhook.cert_sync import CertSync, ConflictStorm, Settings, WebhookConfigMissing
 
 if TYPE_CHECKING:
@@ -59,11 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--renew-before-days", type=int, default=30, metavar="DAYS")
     parser.add_argument("--validity-days", type=int, default=365, metavar="DAYS")
     parser.add_argument("--once", action="store_true", help="one successful pass, then exit")
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        help="kubeconfig for local use (default: in-cluster inside a pod, else $KUBECONFIG)",
-    )
+    add_kubeconfig_argument(parser)
 
 
 def _settings(args: argparse.Namespace) -> Settings | str:
