@@ -6,12 +6,13 @@ example policies in policies/ are edited.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import ssl
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -298,3 +299,15 @@ async def post_review(
         if resp.content_type == "application/json":
             return resp.status, await resp.json()
         return resp.status, await resp.text()
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Poll `check` for up to 10 s (reloads are event- or poll-driven, never instant)."""
+    try:
+        async with asyncio.timeout(10):
+            while True:
+                if await check():
+                    return
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None

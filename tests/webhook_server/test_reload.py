@@ -6,7 +6,6 @@ import asyncio
 import os
 import shutil
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -21,6 +20,7 @@ from tests.webhook_server.conftest import (
     gpu_pod,
     post_review,
     server_config,
+    wait_until,
 )
 from webhook.policy_loader import load_policy_dir
 from webhook.server import WebhookServer
@@ -97,18 +97,6 @@ async def _metric(client: aiohttp.ClientSession, server: WebhookServer, name: st
     raise AssertionError(f"metric {name} not exported")
 
 
-async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Poll `check` for up to 10 s (reloads are event- or poll-driven, never instant)."""
-    try:
-        async with asyncio.timeout(10):
-            while True:
-                if await check():
-                    return
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
 async def test_configmap_swaps_under_traffic_never_mix_sets(
     tmp_path: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
 ) -> None:
@@ -144,7 +132,7 @@ async def test_configmap_swaps_under_traffic_never_mix_sets(
             seen[_state_of(answer)] += 1
             return _state_of(answer)[1] == "v2"
 
-        await _until(serving_v2, "the last update to be served")
+        await wait_until(serving_v2, "the last update to be served")
         stop.set()
         await asyncio.gather(*workers)
         errors = await _metric(client, server, "topoplace_webhook_policy_reload_errors_total")
@@ -169,7 +157,7 @@ async def test_broken_update_keeps_last_good_set(
                 await _metric(client, server, "topoplace_webhook_policy_reload_errors_total") == 1
             )
 
-        await _until(refused, "the broken set to be refused")
+        await wait_until(refused, "the broken set to be refused")
         _, answer = await post_review(client, server.url, admission_review(gpu_pod()))
         assert _state_of(answer)[:2] == ("8", "v1")
         async with client.get(server.url.removesuffix("/mutate") + "/readyz") as resp:
@@ -184,7 +172,7 @@ async def test_broken_update_keeps_last_good_set(
             _, answer = await post_review(client, server.url, admission_review(gpu_pod()))
             return _state_of(answer)[:2] == ("12", "v2")
 
-        await _until(fixed, "the fixed set to be served")
+        await wait_until(fixed, "the fixed set to be served")
         assert await _metric(client, server, generation) == 2
 
 
@@ -198,7 +186,7 @@ async def test_plain_directory_edit_reloads(
             _, answer = await post_review(client, server.url, admission_review(gpu_pod()))
             return _state_of(answer)[:2] == ("6", "edited")
 
-        await _until(edited, "the edited policy to be served")
+        await wait_until(edited, "the edited policy to be served")
 
 
 async def test_new_file_counts_as_soon_as_data_is_swapped(
@@ -218,4 +206,4 @@ async def test_new_file_counts_as_soon_as_data_is_swapped(
             _, answer = await post_review(client, server.url, review)
             return "patch" in answer["response"]
 
-        await _until(extra_served, "the policy in the new file to be served")
+        await wait_until(extra_served, "the policy in the new file to be served")

@@ -7,7 +7,6 @@ import json
 import re
 import ssl
 from asyncio import sslproto
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from tests.webhook_server.conftest import (
     gpu_pod,
     post_review,
     server_config,
+    wait_until,
     write_leaf,
 )
 from webhook.server import WebhookServer
@@ -60,17 +60,6 @@ async def _post_on(stream: Stream, body: bytes) -> int:
     return int(head.split()[1])
 
 
-async def _until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    try:
-        async with asyncio.timeout(10):
-            while True:
-                if await check():
-                    return
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
 async def _tls_reloads(client: aiohttp.ClientSession, server: WebhookServer) -> dict[str, float]:
     async with client.get(f"http://127.0.0.1:{server.metrics_port}/metrics") as resp:
         text = await resp.text()
@@ -97,7 +86,7 @@ async def test_rotated_key_pair_is_served_to_new_connections_only(
         fresh[1].close()
         return served == _der(rotated)
 
-    await _until(new_cert_served, "the rotated certificate on a new connection")
+    await wait_until(new_cert_served, "the rotated certificate on a new connection")
     # The connection opened before the rotation is still up, on its original certificate.
     assert await _post_on(old, body) == 200
     assert _served_cert(old) == first_cert != _der(rotated)
@@ -117,7 +106,7 @@ async def test_half_rotated_pair_keeps_old_one_until_the_key_arrives(
     async def refused() -> bool:
         return (await _tls_reloads(client, server)).get("error", 0) >= 1
 
-    await _until(refused, "the mismatched pair to be refused")
+    await wait_until(refused, "the mismatched pair to be refused")
     stream = await _connect(server, tls_files)
     assert _served_cert(stream) == before
     assert await _post_on(stream, json.dumps(admission_review(gpu_pod())).encode()) == 200
@@ -132,7 +121,7 @@ async def test_half_rotated_pair_keeps_old_one_until_the_key_arrives(
         fresh[1].close()
         return served == _der(rotated)
 
-    await _until(new_cert_served, "the completed pair to be served")
+    await wait_until(new_cert_served, "the completed pair to be served")
 
 
 async def test_200_concurrent_admissions_each_get_their_own_answer(
