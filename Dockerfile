@@ -18,6 +18,7 @@ RUN python -m venv --without-pip /opt/topoplace
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY agent ./agent
+COPY common ./common
 COPY webhook ./webhook
 RUN pip --python /opt/topoplace/bin/python install --compile . \
  && /opt/topoplace/bin/topoplace-agent --help >/dev/null \

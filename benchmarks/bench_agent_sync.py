@@ -3,7 +3,7 @@
 Targets: 0 API writes per hour per node on unchanged hardware (one GET per resync is the
 whole cost), and ≤ 2 s from a `.topoplace-complete` marker appearing to the label patch.
 Runs the real sync loop, kubernetes-asyncio client and cache watcher against the in-process
-fake API server from tests/agent_sync. The hour is simulated: the loop's sleep is replaced
+fake API server from tests/agent/sync. The hour is simulated: the loop's sleep is replaced
 by a virtual clock, so every resync really happens (discovery, GET, diff) without waiting.
 """
 
@@ -17,13 +17,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agent.agent_health import AgentMetrics
-from agent.discovery import DiscoveryOptions, discover
-from agent.node_client import connect
-from agent.sync_loop import Reconciled, SyncEvent, SyncLoop
-from agent.vocabulary import dataset_label
-from tests.agent_sync.fake_apiserver import FakeApiServer
-from tests.agent_sync.harness import complete_version, make_tiny_sysfs, running_agent, wait_until
+from agent.discovery.discover import DiscoveryOptions, discover
+from agent.sync.health import AgentMetrics
+from agent.sync.loop import Reconciled, SyncEvent, SyncLoop
+from agent.sync.node_client import connect
+from common.vocabulary import dataset_label
+from tests.agent.sync.fake_apiserver import FakeApiServer
+from tests.agent.sync.harness import complete_version, make_tiny_sysfs, running_agent, wait_until
 
 __all__ = ["run_sync_bench"]
 

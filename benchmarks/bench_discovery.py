@@ -10,9 +10,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent.discovery import DiscoveryOptions, discover
+from agent.discovery.discover import DiscoveryOptions, discover
 from benchmarks.timing import time_calls
-from tests.agent.machines import build
+from tests.agent.discovery.machines import build
 
 __all__ = ["run_discovery_bench"]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from benchmarks.timing import time_calls
 from benchmarks.workload import worker_pod, write_policy_dir
-from webhook.engine import mutate
-from webhook.mutation import EngineSettings
-from webhook.policy_loader import load_policy_dir
+from webhook.engine.mutation import EngineSettings
+from webhook.engine.recipe import mutate
+from webhook.policy.loader import load_policy_dir
 
 __all__ = ["run_engine_bench"]
 

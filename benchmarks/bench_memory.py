@@ -1,6 +1,6 @@
 """Memory: the agent's RSS at steady state and what each heavy import costs.
 
-`topoplace-agent run` syncs a node on the in-process fake API server (tests/agent_sync) with
+`topoplace-agent run` syncs a node on the in-process fake API server (tests/agent/sync) with
 a short resync interval; its RSS is read from /proc after a few seconds of resyncs. Peak RSS
 of `serve` under load is measured by the webhook bench, in the process it loaded.
 """
@@ -39,8 +39,8 @@ _IMPORTS = {
         "kubernetes_asyncio.config",
     ],
     "aiohttp + prometheus_client": ["aiohttp.web", "prometheus_client"],
-    "webhook server modules": ["webhook.server", "webhook.engine"],
-    "agent sync modules": ["agent.sync_loop", "agent.discovery"],
+    "webhook server modules": ["webhook.server.app", "webhook.engine.recipe"],
+    "agent sync modules": ["agent.sync.loop", "agent.discovery.discover"],
 }
 
 
@@ -57,8 +57,8 @@ def _import_cost(modules: list[str]) -> tuple[float, float]:
 
 async def _agent_steady_state_rss(seconds: float) -> tuple[float, float, int]:
     """(RSS MB, peak RSS MB, resync GETs) of `agent run` after `seconds` of resyncs."""
-    from tests.agent_sync.fake_apiserver import FakeApiServer
-    from tests.agent_sync.harness import make_tiny_sysfs
+    from tests.agent.sync.fake_apiserver import FakeApiServer
+    from tests.agent.sync.harness import make_tiny_sysfs
 
     with tempfile.TemporaryDirectory() as tmp:
         async with FakeApiServer(tmp_dir=Path(tmp)) as server:

@@ -2,7 +2,7 @@
 
 Two datasets (many small files, a few large ones) from two sources: `file://` and a local S3
 server (moto, in its own process so it does not share the client's GIL). The prefetch runs
-in-process (`agent.prefetch.prefetch`, no process start) with its default 8 transfers and does
+in-process (`agent.cache.prefetch.prefetch`, no process start) with its default 8 transfers and does
 everything the init container does: listing, ETag/MD5 checks, a filesystem flush (syncfs),
 rename, marker. The baseline is what a script would do: list, then `shutil.copyfile` per
 file or one boto3 `get_object` after another, with no flush; for file:// a copy that fsyncs
@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from agent.prefetch import PrefetchRequest, prefetch
+from agent.cache.prefetch import PrefetchRequest, prefetch
 
 __all__ = ["run_prefetch_bench"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.procs import Server, cpu_seconds, peak_rss_mb, start_server
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
-from webhook.certs import make_ca, make_serving_cert, write_pair
+from webhook.certs.keys import make_ca, make_serving_cert, write_pair
 
 __all__ = ["LEVELS", "run_webhook_bench"]
 

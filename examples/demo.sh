@@ -29,5 +29,5 @@ topoplace-agent discover --output json | python -c 'import json,sys; print(json.
 section "5. The same on a DGX H100 (a kernel-faithful sysfs fixture from the tests)"
 fixture=$(mktemp -d)
 trap 'rm -rf "${fixture}"' EXIT
-python -c 'import sys; from tests.agent.machines import build; build("dgx-h100", __import__("pathlib").Path(sys.argv[1]))' "${fixture}"
+python -c 'import sys; from tests.agent.discovery.machines import build; build("dgx-h100", __import__("pathlib").Path(sys.argv[1]))' "${fixture}"
 topoplace-agent discover --sysfs-root "${fixture}" --no-nvml --output table

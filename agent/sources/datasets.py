@@ -1,6 +1,6 @@
 """Datasets source: complete cached versions under the dataset cache root.
 
-A version is complete when its marker file exists (agent.cache_layout). The newest is the one
+A version is complete when its marker file exists (common.cache_layout). The newest is the one
 whose marker says it completed last; equal or unreadable times fall back to the version string,
 so the answer never depends on directory order.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.cache_layout import LOCK_FILE, TEMP_PREFIX, dataset_dir, marker_path
+from common.cache_layout import LOCK_FILE, TEMP_PREFIX, dataset_dir, marker_path
 
 __all__ = ["CachedVersion", "DatasetCache", "discover"]
 

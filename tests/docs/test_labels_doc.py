@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.vocabulary import LINK_WORDS, TOPOLOGY_ANNOTATION, Label, gpu_device_labels
+from common.vocabulary import LINK_WORDS, TOPOLOGY_ANNOTATION, Label, gpu_device_labels
 from tests.docs.markdown import REPO, commands, fenced_blocks, missing_lines, run_cli
 
 PAGE = REPO / "docs" / "labels.md"
@@ -52,7 +52,7 @@ def dgx(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for b in fenced_blocks(PAGE)
         if b.lang == "sh"
         for line in b.text.splitlines()
-        if "tests.agent.machines" in line
+        if "tests.agent.discovery.machines" in line
     ]
     env_assignment, python, flag, code = shlex.split(setup)
     assert (env_assignment, python, flag) == ("PYTHONPATH=.", "python", "-c")

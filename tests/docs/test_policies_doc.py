@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.docs.markdown import REPO, commands, fenced_blocks, missing_lines, run_cli
-from webhook.policy import PlacementPolicy
-from webhook.policy_loader import load_policy_dir, parse_policy_text
+from webhook.policy.loader import load_policy_dir, parse_policy_text
+from webhook.policy.model import PlacementPolicy
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
 
 PAGE = REPO / "docs" / "policies.md"

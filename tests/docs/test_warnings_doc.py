@@ -45,7 +45,7 @@ def _longest_fixed_part(expr: ast.expr) -> str:
 
 def _warning_fragments() -> dict[str, str]:
     fragments: dict[str, str] = {}
-    for module in sorted((REPO / "webhook").glob("*.py")):
+    for module in sorted((REPO / "webhook").rglob("*.py")):
         tree = ast.parse(module.read_text(encoding="utf-8"))
         for expr in _literal_texts(tree):
             fragment = _longest_fixed_part(expr)

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT
-from agent.logsetup import add_logging_arguments
+from common.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT
+from common.logsetup import add_logging_arguments
 from tests.manifests.rendered import REPO, Rendering, render
-from webhook.cert_bootstrap import service_dns_names
+from webhook.certs.bootstrap import service_dns_names
 from webhook.vocabulary import POLICY_LABEL
 
 
@@ -53,7 +53,7 @@ def parse(module: str, c: dict[str, Any], env: dict[str, str]) -> argparse.Names
     parser = argparse.ArgumentParser(exit_on_error=False)
     add_logging_arguments(parser)
     importlib.import_module(module).add_arguments(parser)
-    assert args[0] == module.rsplit("cmd_", 1)[1]
+    assert args[0].replace("-", "_") == module.rsplit(".", 1)[1]
     return parser.parse_args(args[1:])
 
 
@@ -74,8 +74,8 @@ def mount_of(spec: dict[str, Any], c: dict[str, Any], path: str) -> tuple[dict, 
 
 def test_webhook_args_parse_with_the_real_parsers(base: Rendering) -> None:
     spec = webhook_pod(base)
-    serve = parse("webhook.cmd_serve", container(spec, "serve"), {})
-    certs = parse("webhook.cmd_certs", container(spec, "certs"), {"POD_NAMESPACE": "ns"})
+    serve = parse("webhook.cli.serve", container(spec, "serve"), {})
+    certs = parse("webhook.cli.certs", container(spec, "certs"), {"POD_NAMESPACE": "ns"})
     assert serve.policies and serve.tls_cert and certs.out_dir
 
 
@@ -126,7 +126,7 @@ def test_service_reaches_the_serve_port(base: Rendering) -> None:
     assert service["spec"]["selector"].items() <= labels.items()
     serve = container(webhook_pod(base), "serve")
     (target,) = [p for p in serve["ports"] if port["targetPort"] in (p["name"], p["containerPort"])]
-    assert target["containerPort"] == parse("webhook.cmd_serve", serve, {}).port
+    assert target["containerPort"] == parse("webhook.cli.serve", serve, {}).port
 
 
 def test_metrics_port_is_exposed_where_serve_listens(base: Rendering) -> None:
@@ -134,7 +134,7 @@ def test_metrics_port_is_exposed_where_serve_listens(base: Rendering) -> None:
     serve = container(webhook_pod(base), "serve")
     (port,) = [p for p in service["spec"]["ports"] if p["name"] == "metrics"]
     (target,) = [p for p in serve["ports"] if p["name"] == port["targetPort"]]
-    assert target["containerPort"] == parse("webhook.cmd_serve", serve, {}).metrics_port
+    assert target["containerPort"] == parse("webhook.cli.serve", serve, {}).metrics_port
 
 
 def test_policies_configmap_is_mounted_as_a_directory_at_the_policies_flag(
@@ -142,7 +142,7 @@ def test_policies_configmap_is_mounted_as_a_directory_at_the_policies_flag(
 ) -> None:
     spec = webhook_pod(base)
     serve = container(spec, "serve")
-    policies_dir = str(parse("webhook.cmd_serve", serve, {}).policies)
+    policies_dir = str(parse("webhook.cli.serve", serve, {}).policies)
     mount, volume = mount_of(spec, serve, policies_dir)
     assert mount["mountPath"] == policies_dir
     assert "subPath" not in mount and "subPathExpr" not in mount  # subPath never updates
@@ -162,8 +162,8 @@ def test_policies_configmap_holds_every_policy_file_unhashed(base: Rendering) ->
 def test_certs_writes_where_serve_reads(base: Rendering) -> None:
     spec = webhook_pod(base)
     serve, certs = container(spec, "serve"), container(spec, "certs")
-    served = parse("webhook.cmd_serve", serve, {})
-    written = parse("webhook.cmd_certs", certs, {"POD_NAMESPACE": "ns"})
+    served = parse("webhook.cli.serve", serve, {})
+    written = parse("webhook.cli.certs", certs, {"POD_NAMESPACE": "ns"})
     out_dir = str(written.out_dir)
     assert str(served.tls_cert) == posixpath.join(out_dir, "tls.crt")
     assert str(served.tls_key) == posixpath.join(out_dir, "tls.key")
@@ -179,7 +179,7 @@ def test_certs_writes_where_serve_reads(base: Rendering) -> None:
 def test_certs_names_match_the_objects_and_rbac(base: Rendering) -> None:
     spec = webhook_pod(base)
     certs = container(spec, "certs")
-    args = parse("webhook.cmd_certs", certs, {"POD_NAMESPACE": "topoplace-system"})
+    args = parse("webhook.cli.certs", certs, {"POD_NAMESPACE": "topoplace-system"})
     (env,) = [e for e in certs["env"] if e["name"] == "POD_NAMESPACE"]
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert base.has("Service", args.service)
@@ -193,7 +193,7 @@ def test_certs_names_match_the_objects_and_rbac(base: Rendering) -> None:
 
 def test_prefetch_image_is_the_image_being_deployed(base: Rendering) -> None:
     serve = container(webhook_pod(base), "serve")
-    assert parse("webhook.cmd_serve", serve, {}).prefetch_image == serve["image"]
+    assert parse("webhook.cli.serve", serve, {}).prefetch_image == serve["image"]
     agent = container(agent_pod(base), "agent")
     assert agent["image"] == serve["image"]
 
@@ -216,12 +216,12 @@ def test_webhook_is_highly_available(base: Rendering) -> None:
 def test_dataset_cache_root_is_one_path_everywhere(base: Rendering) -> None:
     spec = agent_pod(base)
     agent = container(spec, "agent")
-    args = parse("agent.cmd_run", agent, {"NODE_NAME": "node-1"})
+    args = parse("agent.cli.run", agent, {"NODE_NAME": "node-1"})
     mount, volume = mount_of(spec, agent, str(args.dataset_root))
     assert args.dataset_root == DEFAULT_CACHE_ROOT
     assert mount["mountPath"] == volume["hostPath"]["path"] == str(DEFAULT_CACHE_ROOT)
     assert volume["hostPath"]["type"] == "DirectoryOrCreate"
-    serve = parse("webhook.cmd_serve", container(webhook_pod(base), "serve"), {})
+    serve = parse("webhook.cli.serve", container(webhook_pod(base), "serve"), {})
     assert serve.dataset_cache_root == DEFAULT_CACHE_ROOT
 
 
@@ -231,7 +231,7 @@ def test_dataset_cache_root_is_one_path_everywhere(base: Rendering) -> None:
 def test_agent_reads_the_hosts_sys_and_kubelet_config_read_only(base: Rendering) -> None:
     spec = agent_pod(base)
     agent = container(spec, "agent")
-    args = parse("agent.cmd_run", agent, {"NODE_NAME": "node-1"})
+    args = parse("agent.cli.run", agent, {"NODE_NAME": "node-1"})
     mount, volume = mount_of(spec, agent, str(args.sysfs_root))
     assert mount["mountPath"] == str(args.sysfs_root) and mount["readOnly"] is True
     assert volume["hostPath"]["path"] == "/sys"
@@ -242,7 +242,7 @@ def test_agent_reads_the_hosts_sys_and_kubelet_config_read_only(base: Rendering)
 
 def test_agent_labels_the_node_it_runs_on(base: Rendering) -> None:
     agent = container(agent_pod(base), "agent")
-    assert parse("agent.cmd_run", agent, {"NODE_NAME": "node-7"}).node_name == "node-7"
+    assert parse("agent.cli.run", agent, {"NODE_NAME": "node-7"}).node_name == "node-7"
     (env,) = [e for e in agent["env"] if e["name"] == "NODE_NAME"]
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
 
@@ -271,7 +271,7 @@ def test_agent_tolerates_gpu_taints_and_runs_on_linux(base: Rendering) -> None:
 
 def test_metrics_flag_matches_the_agents_probe_port(base: Rendering) -> None:
     agent = container(agent_pod(base), "agent")
-    args = parse("agent.cmd_run", agent, {"NODE_NAME": "n"})
+    args = parse("agent.cli.run", agent, {"NODE_NAME": "n"})
     (port,) = agent["ports"]
     assert port["containerPort"] == args.metrics_port
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -301,7 +301,7 @@ def test_webhook_drains_before_the_kubelet_kills_it(base: Rendering) -> None:
     spec = webhook_pod(base)
     serve_container = container(spec, "serve")
     drain = serve_container["lifecycle"]["preStop"]["sleep"]["seconds"]
-    shutdown = parse("webhook.cmd_serve", serve_container, {}).shutdown_timeout
+    shutdown = parse("webhook.cli.serve", serve_container, {}).shutdown_timeout
     assert drain >= 3
     assert drain + shutdown < spec["terminationGracePeriodSeconds"]
 
@@ -313,10 +313,10 @@ def test_agent_prepare_cache_args_match_the_cache_the_agent_and_webhook_use(
     step = container(spec, "prepare-cache")
     parser = argparse.ArgumentParser(exit_on_error=False)
     add_logging_arguments(parser)
-    importlib.import_module("agent.cmd_prepare_cache").add_arguments(parser)
+    importlib.import_module("agent.cli.prepare_cache").add_arguments(parser)
     assert step["args"][0] == "prepare-cache"
     prepared = parser.parse_args(step["args"][1:])
-    agent = parse("agent.cmd_run", container(spec, "agent"), {"NODE_NAME": "n"})
-    served = parse("webhook.cmd_serve", container(webhook_pod(base), "serve"), {})
+    agent = parse("agent.cli.run", container(spec, "agent"), {"NODE_NAME": "n"})
+    served = parse("webhook.cli.serve", container(webhook_pod(base), "serve"), {})
     assert prepared.cache_root == agent.dataset_root == served.dataset_cache_root
     assert prepared.owner == CACHE_OWNER

@@ -16,7 +16,13 @@ import celpy
 import pytest
 from celpy import celtypes
 
-from agent.vocabulary import DATASET_PREFIX, LABEL_PREFIX, TOPOLOGY_ANNOTATION, Label, dataset_label
+from common.vocabulary import (
+    DATASET_PREFIX,
+    LABEL_PREFIX,
+    TOPOLOGY_ANNOTATION,
+    Label,
+    dataset_label,
+)
 from tests.manifests.rendered import render
 
 _ENV = celpy.Environment()
@@ -111,7 +117,7 @@ def node(name: str = "gpu-node-1") -> dict[str, Any]:
 
 def with_labels(n: dict[str, Any], **changes: str | None) -> dict[str, Any]:
     """A copy with labels set (a value) or removed (None); keys given as Label attribute
-    names are resolved through agent.vocabulary."""
+    names are resolved through common.vocabulary."""
     out = copy.deepcopy(n)
     for key, value in changes.items():
         key = getattr(Label, key, key)

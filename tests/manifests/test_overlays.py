@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.manifests.rendered import Rendering, render
-from webhook.cert_bootstrap import service_dns_names
+from webhook.certs.bootstrap import service_dns_names
 
 
 def _strip(r: Rendering, *kinds: str) -> list[dict[str, Any]]:

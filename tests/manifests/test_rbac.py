@@ -115,11 +115,14 @@ def test_agent_calls_only_get_and_patch_on_nodes() -> None:
 def test_only_the_certs_sidecar_talks_to_the_api() -> None:
     # `serve` runs without a ServiceAccount token, so no other webhook module may call the API
     files = set().union(*calls_in("webhook").values())
-    assert files == {str(Path("webhook") / "cert_sync.py")}
+    assert files == {str(Path("webhook") / "certs" / "sync.py")}
     importers = {
-        p.name for p in (REPO / "webhook").glob("*.py") if "webhook.cert_sync" in p.read_text()
+        str(p.relative_to(REPO))
+        for p in (REPO / "webhook").rglob("*.py")
+        if "webhook.certs.sync" in p.read_text() and p.name != "sync.py"
     }
-    assert importers == {"cmd_certs.py"}  # the `certs` command, run only by the sidecar
+    # the `certs` command, run only by the sidecar
+    assert importers == {str(Path("webhook") / "cli" / "certs.py")}
 
 
 def test_cert_manager_overlay_grants_the_webhook_nothing() -> None:

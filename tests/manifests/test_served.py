@@ -24,8 +24,8 @@ import yaml
 
 from tests.kube import assert_valid
 from tests.manifests.rendered import REPO, Rendering, render
-from webhook import cert_bootstrap as cb
-from webhook.certs import write_pair
+from webhook.certs import bootstrap as cb
+from webhook.certs.keys import write_pair
 from webhook.vocabulary import POLICY_LABEL
 
 _PORT_FLAGS = ("--port", "--metrics-port")
@@ -244,7 +244,7 @@ async def test_api_server_call_through_the_webhook_configuration_is_mutated(
 
 
 async def test_every_agent_probe_path_is_served() -> None:
-    from agent.agent_health import AgentMetrics, HealthServer
+    from agent.sync.health import AgentMetrics, HealthServer
 
     agent = render().one("DaemonSet", "topoplace-agent")["spec"]["template"]["spec"]
     (container,) = agent["containers"]

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.webhook.builders import SETTINGS, check_mutation, policy_doc, write_yaml
-from webhook.engine import mutate
-from webhook.mutation import Mutation
-from webhook.policy_loader import PolicySet, load_policy_dir
+from webhook.engine.mutation import Mutation
+from webhook.engine.recipe import mutate
+from webhook.policy.loader import PolicySet, load_policy_dir
 
 
 @pytest.fixture

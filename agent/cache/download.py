@@ -1,0 +1,369 @@
+"""Reading a dataset source through fsspec: open the URL, list its files, copy them in parallel.
+
+A source is a prefix (directory) or a single object: `s3://` (s3fs; AWS_* environment and an
+endpoint URL for S3-compatible stores), `gs://` (gcsfs, an optional extra), `http(s)://`, and
+`file://`. Errors leave here as `SourceError` subclasses saying what was wrong with which URL,
+or as `CacheWriteError` for the local side (disk full and friends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import errno
+import hashlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from agent.cache.source_errors import (
+    CacheWriteError,
+    Cancelled,
+    IntegrityError,
+    RetryPolicy,
+    SourceError,
+    SourceInvalid,
+    SourceNotFound,
+    as_source_error,
+    classify_remote,
+)
+from common.backoff import Backoff
+from common.cache_layout import MARKER_FILE
+
+__all__ = ["RemoteFile", "Source", "download", "list_source", "open_source"]
+
+log = logging.getLogger(__name__)
+
+_HEX_MD5 = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    url: str
+    fs: Any  # fsspec.AbstractFileSystem; typed loosely so this module imports without fsspec
+    path: str
+    protocol: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    path: str  # as the filesystem names it
+    rel: str  # POSIX path inside the version directory
+    size: int | None  # None when an HTTP server does not say
+    md5: str | None  # hex digest when the store publishes one for this object
+
+
+def open_source(url: str, *, s3_endpoint_url: str | None = None) -> Source:
+    import fsspec.core  # heavy; only when a prefetch really runs
+
+    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    options: dict[str, Any] = {"skip_instance_cache": True}
+    if protocol in ("s3", "s3a"):
+        endpoint = (
+            s3_endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+        )
+        if endpoint:
+            options["client_kwargs"] = {"endpoint_url": endpoint}
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **options)
+    except ImportError as exc:
+        if protocol in ("gs", "gcs"):
+            raise SourceInvalid(
+                f"{url}: gs:// sources need gcsfs; install it with: pip install 'topoplace[gcs]'"
+            ) from exc
+        raise SourceInvalid(f"{url}: no filesystem for {protocol}:// ({exc})") from exc
+    except ValueError as exc:
+        raise SourceInvalid(f"{url}: unsupported source URL ({exc})") from exc
+    return Source(url=url, fs=fs, path=path.rstrip("/") or path, protocol=protocol)
+
+
+def _md5_of(info: dict[str, Any], protocol: str) -> str | None:
+    if protocol in ("s3", "s3a"):  # single-part ETag = MD5; multipart "<hex>-N" is not
+        etag = str(info.get("ETag") or info.get("etag") or "").strip('"').lower()
+        return etag if _HEX_MD5.fullmatch(etag) else None
+    if protocol in ("gs", "gcs") and info.get("md5Hash"):
+        try:
+            return base64.b64decode(info["md5Hash"]).hex()
+        except (binascii.Error, ValueError):
+            return None
+    return None  # HTTP ETags are opaque; local files need no check
+
+
+def _safe_rel(rel: str, url: str) -> str:
+    parts = PurePosixPath(rel).parts
+    if not parts or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise SourceInvalid(f"{url}: refusing object name {rel!r} (escapes the version directory)")
+    if parts == (MARKER_FILE,):
+        raise SourceInvalid(f"{url}: the source holds {MARKER_FILE}, a name the cache reserves")
+    return str(PurePosixPath(*parts))
+
+
+def _size(info: dict[str, Any]) -> int | None:
+    size = info.get("size")
+    return int(size) if size is not None else None
+
+
+def _list_once(src: Source) -> list[RemoteFile]:
+    # A URL ending in "/" names a prefix: list it straight away (for HTTP, which has no
+    # directories, that reads an index page of links); otherwise ask what it names.
+    try:
+        info = {"type": "directory"} if src.url.endswith("/") else src.fs.info(src.path)
+        found = src.fs.find(src.path, detail=True) if info.get("type") == "directory" else {}
+    except FileNotFoundError as exc:
+        if classify_remote(exc) != "not_found":
+            raise
+        raise SourceNotFound(f"{src.url}: no such bucket, prefix or object") from exc
+    if info.get("type") != "directory":
+        name = _safe_rel(PurePosixPath(src.path.split("?", 1)[0]).name or "data", src.url)
+        return [RemoteFile(src.path, name, _size(info), _md5_of(info, src.protocol))]
+    base = src.path.rstrip("/") + "/"
+    out: list[RemoteFile] = []
+    for path, entry in sorted(found.items()):
+        if entry.get("type") == "directory" or path.endswith("/") or not path.startswith(base):
+            continue
+        rel = _safe_rel(path[len(base) :], src.url)
+        out.append(RemoteFile(path, rel, _size(entry), _md5_of(entry, src.protocol)))
+    if not out:
+        raise SourceNotFound(f"{src.url}: the prefix holds no files")
+    files = {f.rel for f in out}
+    if len(files) != len(out):  # "a//b" and "a/b" are two keys but one path
+        raise SourceInvalid(f"{src.url}: several object names map to the same file path")
+    clash = next(
+        (f.rel for f in out if any(str(p) in files for p in PurePosixPath(f.rel).parents)), None
+    )
+    if clash is not None:
+        raise SourceInvalid(f"{src.url}: {clash!r} sits below an object of the same name as a dir")
+    return out
+
+
+def list_source(src: Source, *, retry: RetryPolicy) -> list[RemoteFile]:
+    """The files to fetch; raises SourceError naming the URL."""
+    try:
+        return retry.call(lambda: _list_once(src), what=f"listing {src.url}")
+    except SourceError:
+        raise
+    except Exception as exc:
+        raise as_source_error(exc, src.url, retry.attempts) from exc
+
+
+@dataclass(slots=True)
+class _Shared:
+    """State the workers share: cancellation and whether ETags can be trusted as MD5s."""
+
+    cancel: threading.Event = field(default_factory=threading.Event)
+    etag_is_md5: bool = True  # flipped once, by any worker; a bool store needs no lock
+
+
+def _md5_file(path: Path) -> str:
+    # Read back from the page cache, in the worker thread (hashlib releases the GIL).
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
+
+
+class _Reporter:
+    """Turns fsspec's cumulative callback into byte deltas; `take_back` undoes a failed try."""
+
+    def __init__(self, shared: _Shared, on_bytes: Callable[[int], None]) -> None:
+        self._shared = shared
+        self._on_bytes = on_bytes
+        self.reported = 0
+
+    def hook(self, size: int | None, value: int, **_: object) -> None:
+        if self._shared.cancel.is_set():
+            raise Cancelled()  # raised inside get_file: stops this worker's transfer
+        self.add(value - self.reported)
+
+    def add(self, n: int) -> None:
+        self._on_bytes(n)
+        self.reported += n
+
+    def take_back(self) -> None:
+        self.add(-self.reported)
+
+
+@dataclass(frozen=True, slots=True)
+class _Landed:
+    size: int
+    problem: str  # "" when the file is as listed
+    md5: str | None  # the content's MD5 when it was computed
+
+
+def _settle(f: RemoteFile, target: Path, *, check_md5: bool) -> _Landed:
+    """Compare the file with the listing. Durability comes later, for the whole tree at once
+    (prefetch.flush_tree): one filesystem flush instead of a journal commit per file."""
+    try:
+        size = target.stat().st_size
+    except OSError as exc:
+        raise CacheWriteError(exc, target) from exc
+    if f.size is not None and size != f.size:
+        return _Landed(size, f"{f.path}: got {size} bytes, listed as {f.size}", None)
+    if not (f.md5 and check_md5):
+        return _Landed(size, "", None)
+    got = _md5_file(target)
+    wrong = f"{f.path}: MD5 {got} differs from the ETag {f.md5}"
+    return _Landed(size, "" if got == f.md5 else wrong, got)
+
+
+async def _get_once(
+    fs: Any, f: RemoteFile, target: Path, reporter: _Reporter, *, check_md5: bool
+) -> _Landed:
+    """One streaming GET into `target` (s3fs resumes a broken body by itself; local files
+    are a copyfile, which reports no progress until done), then `_settle`."""
+    from fsspec.callbacks import Callback
+
+    try:
+        await fs._get_file(f.path, str(target), callback=Callback(hooks={"p": reporter.hook}))
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # our side, not the store's
+            raise CacheWriteError(exc, target) from exc
+        raise
+    if f.md5 and check_md5:  # hashing reads the file back: off the loop
+        landed = await asyncio.to_thread(_settle, f, target, check_md5=True)
+    else:
+        landed = _settle(f, target, check_md5=False)
+    reporter.add(landed.size - reporter.reported)
+    return landed
+
+
+async def _fetch(
+    fs: Any,
+    f: RemoteFile,
+    dest: Path,
+    retry: RetryPolicy,
+    shared: _Shared,
+    on_bytes: Callable[[int], None],
+) -> None:
+    target = dest / f.rel
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheWriteError(exc, target.parent) from exc
+    seen: str | None = None
+    backoff = Backoff(retry.backoff)
+    for attempt in range(1, retry.attempts + 1):
+        last = attempt >= retry.attempts
+        reporter = _Reporter(shared, on_bytes)
+        try:
+            landed = await _get_once(fs, f, target, reporter, check_md5=shared.etag_is_md5)
+        except (Cancelled, CacheWriteError, asyncio.CancelledError):
+            reporter.take_back()
+            raise
+        except Exception as exc:
+            reporter.take_back()
+            if last or classify_remote(exc) != "transient":
+                raise
+            log.warning("%s: %s; fetching the file again", f.path, exc)
+            await asyncio.to_thread(retry.sleep, backoff.next_delay())
+            continue
+        problem, got = landed.problem, landed.md5
+        if problem and got is not None and got == seen:
+            # the same bytes twice: this store's ETags are not MD5s (SSE-KMS, SSE-C)
+            shared.etag_is_md5 = False
+            log.warning("%s: ETag is not the content MD5; checking sizes only", f.path)
+            problem = ""
+        if not problem:
+            return
+        seen = got
+        reporter.take_back()
+        if last:
+            raise IntegrityError(problem)
+        log.warning("%s; fetching the file again", problem)
+        await asyncio.to_thread(retry.sleep, backoff.next_delay())
+
+
+async def _download_all(
+    fs: Any,
+    order: Sequence[RemoteFile],
+    dest: Path,
+    *,
+    protocol: str,
+    parallel: int,
+    retry: RetryPolicy,
+    shared: _Shared,
+    on_bytes: Callable[[int], None],
+    on_file: Callable[[], None],
+) -> BaseException | None:
+    """Every file on the filesystem's event loop by `parallel` workers that take files from
+    one shared iterator (a task per worker, not per file: datasets may hold millions); the
+    first failure stops the others and is returned."""
+    pending = iter(order)  # one event loop thread: no two workers take the same file
+
+    async def worker() -> None:
+        for f in pending:
+            if shared.cancel.is_set():
+                return
+            try:
+                await _fetch(fs, f, dest, retry, shared, on_bytes)
+            except (SourceError, CacheWriteError, IntegrityError, Cancelled):
+                raise
+            except Exception as exc:  # a client-library error: say which object and what kind
+                url = f.path if "://" in f.path else f"{protocol}://{f.path}"
+                raise as_source_error(exc, url, retry.attempts) from exc
+            on_file()
+
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, parallel))]
+    try:
+        done, _ = await asyncio.wait(workers, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        shared.cancel.set()  # no-op when all succeeded; stops callbacks otherwise
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+    failures = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+    real = [e for e in failures if not isinstance(e, Cancelled)]
+    return (real or failures or [None])[0]
+
+
+def download(
+    src: Source,
+    files: Sequence[RemoteFile],
+    dest: Path,
+    *,
+    parallel: int,
+    retry: RetryPolicy,
+    on_bytes: Callable[[int], None],
+    on_file: Callable[[], None],
+) -> None:
+    """Copy every file under `dest`, `parallel` at a time, largest first; stop at the first
+    failure and raise it (SourceError, CacheWriteError or IntegrityError).
+
+    The transfers run as coroutines on fsspec's I/O loop (s3fs, gcsfs and HTTP are async;
+    a sync filesystem such as file:// is wrapped, each call in a thread): one loop serves
+    many requests at far less cost than one thread per transfer. Hashing and fsync run in
+    threads so they do not stall the loop.
+    """
+    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+    fs = src.fs if getattr(src.fs, "async_impl", False) else AsyncFileSystemWrapper(src.fs)
+    shared = _Shared()
+    order = sorted(files, key=lambda f: (-(f.size or 0), f.rel))
+    work = _download_all(
+        fs,
+        order,
+        dest,
+        protocol=src.protocol,
+        parallel=parallel,
+        retry=retry,
+        shared=shared,
+        on_bytes=on_bytes,
+        on_file=on_file,
+    )
+    future = asyncio.run_coroutine_threadsafe(work, fs.loop)
+    try:
+        failure = future.result()
+    except BaseException:
+        # SIGTERM (SystemExit) or ^C while waiting: stop the transfers, do not wait for them;
+        # the caller removes the temporary directory and the process exits (cmd_prefetch).
+        shared.cancel.set()
+        future.cancel()
+        raise
+    if failure is not None:
+        raise failure

@@ -1,0 +1,81 @@
+"""`topoplace-agent prepare-cache`: make the node's dataset cache root writable by prefetchers.
+
+Runs once per agent pod start as the DaemonSet's only root container (capability CHOWN and
+nothing else). The kubelet creates hostPath directories root-owned 0755, but prefetch init
+containers run as the image's non-root user; so the cache root and each dataset directory in
+it are handed to that user. Nothing below a dataset directory is touched: prefetchers made it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import stat
+from pathlib import Path
+
+from common.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT
+
+__all__ = ["add_arguments", "prepare_cache", "run"]
+
+log = logging.getLogger(__name__)
+
+_MODE = 0o755
+
+
+def _owner(text: str) -> tuple[int, int]:
+    uid, _, gid = text.partition(":")
+    try:
+        return int(uid), int(gid or uid)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not UID[:GID] (numbers)") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-root", type=Path, default=DEFAULT_CACHE_ROOT)
+    parser.add_argument(
+        "--owner",
+        type=_owner,
+        default=CACHE_OWNER,
+        help="UID[:GID] the prefetch init containers run as (default {}:{})".format(*CACHE_OWNER),
+    )
+
+
+def prepare_cache(root: Path, uid: int, gid: int) -> list[Path]:
+    """Create `root` if needed; give it and its dataset directories to uid:gid, mode 0755.
+    Returns the directories that changed."""
+    root.mkdir(parents=True, exist_ok=True)
+    changed = []
+    for path in (root, *sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())):
+        st = path.lstat()
+        if (st.st_uid, st.st_gid) != (uid, gid) or stat.S_IMODE(st.st_mode) != _MODE:
+            os.chown(path, uid, gid, follow_symlinks=False)
+            path.chmod(_MODE)
+            changed.append(path)
+    return changed
+
+
+def run(args: argparse.Namespace) -> int:
+    uid, gid = args.owner
+    try:
+        changed = prepare_cache(args.cache_root, uid, gid)
+    except PermissionError as exc:
+        log.error(
+            "cannot hand %s to %d:%d: %s (this step needs root with CAP_CHOWN)",
+            args.cache_root,
+            uid,
+            gid,
+            exc,
+        )
+        return 1
+    except OSError as exc:
+        log.error("cannot prepare dataset cache %s: %s", args.cache_root, exc)
+        return 1
+    log.info(
+        "dataset cache %s ready for uid %d:%d (%d directories changed)",
+        args.cache_root,
+        uid,
+        gid,
+        len(changed),
+    )
+    return 0

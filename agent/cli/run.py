@@ -1,0 +1,132 @@
+"""`topoplace-agent run`: keep this node's owned labels and topology annotation in sync.
+
+The DaemonSet's command. Wires the pieces together: kubeconfig/in-cluster client, the sync
+loop, the dataset cache watcher and the health/metrics server. SIGTERM or SIGINT stops it
+cleanly with exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+
+__all__ = ["add_arguments", "run"]
+
+log = logging.getLogger(__name__)
+
+# Seconds to let the loop and the cache watcher finish after SIGTERM (well inside the
+# kubelet's default 30 s grace period).
+_SHUTDOWN_GRACE = 5.0
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.discovery.discover import add_discovery_arguments
+
+    add_node_name_argument(parser, purpose="label")
+    add_discovery_arguments(parser)
+    parser.add_argument(
+        "--resync-interval",
+        type=_positive_seconds,
+        default=60.0,
+        metavar="S",
+        help="re-discover and repair labels every S seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9101,
+        metavar="PORT",
+        help="port for /healthz, /readyz and /metrics; 0 picks a free one (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-host", default="0.0.0.0", metavar="ADDR", help="(default: %(default)s)"
+    )
+    add_kubeconfig_argument(parser)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+    from functools import partial
+
+    from agent.discovery.discover import discover, options_from_args
+    from agent.sync.cache_watch import watch_cache
+    from agent.sync.health import AgentMetrics, HealthServer
+    from agent.sync.loop import SyncEvent, SyncLoop, log_event
+    from agent.sync.node_client import connect
+
+    options = options_from_args(args)
+    metrics = AgentMetrics()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def emit(event: SyncEvent) -> None:
+        log_event(event)
+        metrics.record(event)
+
+    async with (
+        connect(kubeconfig=args.kubeconfig, on_call=metrics.record) as nodes,
+        HealthServer(metrics, host=args.metrics_host, port=args.metrics_port),
+    ):
+        sync = SyncLoop(
+            nodes,
+            partial(discover, options),
+            node_name=args.node_name,
+            resync_interval=args.resync_interval,
+            emit=emit,
+        )
+        watcher = asyncio.create_task(watch_cache(options.dataset_root, sync.poke, stop=stop))
+        log.info(
+            "keeping node labels in sync",
+            extra={"node": args.node_name, "resync_interval": args.resync_interval},
+        )
+        syncing = asyncio.create_task(sync.run(stop))
+        await asyncio.wait(
+            {syncing, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED
+        )
+        stop.set()
+        # A request in flight may take its full timeout; do not outstay the grace period.
+        done, pending = await asyncio.wait({syncing, watcher}, timeout=_SHUTDOWN_GRACE)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task in done:
+            if task.exception() is not None:
+                log.error("stopped by an unexpected error", exc_info=task.exception())
+                return 1
+    log.info("stopped", extra={"node": args.node_name})
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from common.kube_config import ConfigError
+
+    try:
+        return asyncio.run(_serve(args))
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 1
+    except OSError as exc:
+        # Almost always the metrics port: already taken or not allowed.
+        log.error(
+            "cannot start: %s (is --metrics-port %d in use? pick another or 0)",
+            exc,
+            args.metrics_port,
+        )
+        return 1

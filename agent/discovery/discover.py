@@ -1,0 +1,121 @@
+"""Discovery assembled: the sources, listed here explicitly, then the pure derivation steps.
+
+`discover(options)` is what `discover` prints and what `run` publishes. It is synchronous and
+cheap (a few thousand small file reads), so the agent calls it on every resync and dataset
+event; NVML is initialised once per process by its source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.discovery.labels import derive_labels, topology_annotations
+from agent.discovery.topology import Topology, build_topology
+from agent.sources import cpu, datasets, kubelet, nic, nvml, pci
+from common import cache_layout
+
+__all__ = [
+    "Discovery",
+    "DiscoveryError",
+    "DiscoveryOptions",
+    "add_discovery_arguments",
+    "discover",
+    "options_from_args",
+]
+
+
+class DiscoveryError(Exception):
+    """Nothing at all could be read under the sysfs root (wrong --sysfs-root, /sys not mounted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryOptions:
+    sysfs_root: Path = Path("/sys")
+    dataset_root: Path = cache_layout.DEFAULT_CACHE_ROOT
+    kubelet_config: Path | None = None
+    use_nvml: bool = True
+    per_device_labels: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    labels: Mapping[str, str]  # exactly the owned labels to publish
+    annotations: Mapping[str, str]  # {TOPOLOGY_ANNOTATION: compact JSON}
+    topology: Topology
+
+
+def discover(options: DiscoveryOptions) -> Discovery:
+    root = options.sysfs_root
+    if not os.path.isdir(root):
+        raise DiscoveryError(f"sysfs root {root} is not a directory; pass --sysfs-root")
+    cpu_info = cpu.discover(root)
+    pci_info = pci.discover(root)
+    if not cpu_info.online and not pci_info.devices:
+        raise DiscoveryError(
+            f"no CPUs and no PCI devices readable under {root}: is it a sysfs mount? "
+            "(pass --sysfs-root with the host's /sys)"
+        )
+    topology = build_topology(
+        cpu=cpu_info,
+        pci=pci_info,
+        nics=nic.discover(root),
+        nvml=nvml.discover(enabled=options.use_nvml),
+        kubelet=kubelet.discover(options.kubelet_config),
+        datasets=datasets.discover(options.dataset_root).newest,
+    )
+    return Discovery(
+        labels=derive_labels(topology, per_device=options.per_device_labels),
+        annotations=topology_annotations(topology),
+        topology=topology,
+    )
+
+
+def add_discovery_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags shared by `discover` and `run`."""
+    defaults = DiscoveryOptions()
+    parser.add_argument(
+        "--sysfs-root",
+        type=Path,
+        default=defaults.sysfs_root,
+        metavar="DIR",
+        help="where the host's /sys is mounted (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dataset-root",
+        type=Path,
+        default=defaults.dataset_root,
+        metavar="DIR",
+        help="the node's dataset cache root (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--kubelet-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="kubelet config YAML; its resource-manager policies become labels",
+    )
+    parser.add_argument(
+        "--no-nvml",
+        dest="use_nvml",
+        action="store_false",
+        help="do not ask NVML for GPU product names (sysfs only)",
+    )
+    parser.add_argument(
+        "--per-device-labels",
+        action="store_true",
+        help="also publish per-GPU labels (NUMA node, paired NIC, best NIC link)",
+    )
+
+
+def options_from_args(args: argparse.Namespace) -> DiscoveryOptions:
+    return DiscoveryOptions(
+        sysfs_root=args.sysfs_root,
+        dataset_root=args.dataset_root,
+        kubelet_config=args.kubelet_config,
+        use_nvml=args.use_nvml,
+        per_device_labels=args.per_device_labels,
+    )

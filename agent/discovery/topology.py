@@ -1,0 +1,202 @@
+"""The topology model: discovery's only output, built by one pure step from the sources' facts.
+
+Sockets, NUMA nodes with CPU lists, GPUs and RDMA NICs with their place in the PCIe tree, the
+GPU×NIC link matrix and a maximum GPU↔NIC pairing over PIX/PXB links. Labels, the annotation
+and the table are all derived from this and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.discovery.links import Place, classify, link_rank
+from agent.discovery.matching import maximum_matching
+from agent.sources.cpu import CpuInfo, format_cpulist
+from agent.sources.kubelet import KubeletConfig
+from agent.sources.nic import IbPort, NicInventory
+from agent.sources.nvml import NvmlInfo
+from agent.sources.pci import PciDevice, PciInventory
+
+__all__ = ["PAIRABLE_LINKS", "Gpu", "Nic", "NumaNode", "Socket", "Topology", "build_topology"]
+
+log = logging.getLogger(__name__)
+
+# Links good enough for GPUDirect RDMA pairing (NCCL's default NET_GDR_LEVEL reaches PXB).
+PAIRABLE_LINKS = frozenset({"PIX", "PXB"})
+
+
+@dataclass(frozen=True, slots=True)
+class Socket:
+    id: int
+    cpus: frozenset[int]
+    cores: int  # physical cores (thread-sibling groups) on this package
+
+
+@dataclass(frozen=True, slots=True)
+class NumaNode:
+    id: int
+    cpus: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    index: int  # nvidia-smi's order: by PCI address
+    bdf: str
+    device_id: int
+    place: Place
+    product: str | None = None  # from NVML only
+    uuid: str | None = None
+    memory_bytes: int | None = None
+    nvlinks: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nic:
+    index: int  # natural order of RDMA names, as nvidia-smi's NIC legend
+    name: str
+    bdf: str
+    place: Place
+    netdevs: tuple[str, ...] = ()
+    ports: tuple[IbPort, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    online_cpus: frozenset[int]
+    sockets: tuple[Socket, ...]
+    numa_nodes: tuple[NumaNode, ...]  # every node the kernel lists, memory-only ones included
+    gpus: tuple[Gpu, ...]
+    nics: tuple[Nic, ...]
+    links: tuple[tuple[str, ...], ...]  # links[gpu.index][nic.index]
+    pairs: Mapping[int, int]  # gpu index -> nic index, a maximum matching over PAIRABLE_LINKS
+    kubelet: KubeletConfig = field(default_factory=KubeletConfig)
+    datasets: Mapping[str, str] = field(default_factory=dict)  # name -> newest complete version
+    nvml_reason: str | None = None  # why NVML added nothing; None when it answered
+
+    def node_cpus(self, numa_node: int | None) -> frozenset[int]:
+        """CPUs local to a device on `numa_node`: all online CPUs when unknown."""
+        for node in self.numa_nodes:
+            if node.id == numa_node:
+                return node.cpus
+        return self.online_cpus
+
+    def as_dict(self) -> dict[str, Any]:
+        """The annotation's document: plain JSON types, stable order."""
+        return {
+            "sockets": [
+                {"id": s.id, "cpus": format_cpulist(s.cpus), "cores": s.cores} for s in self.sockets
+            ],
+            "numaNodes": [{"id": n.id, "cpus": format_cpulist(n.cpus)} for n in self.numa_nodes],
+            "gpus": [
+                {
+                    "pci": g.bdf,
+                    "device": f"{g.device_id:04x}",
+                    "numa": g.place.numa_node,
+                    "switch": g.place.switch,
+                    "rootComplex": g.place.root_complex,
+                    **({"product": g.product} if g.product else {}),
+                    **({"uuid": g.uuid} if g.uuid else {}),
+                    **({"memoryBytes": g.memory_bytes} if g.memory_bytes is not None else {}),
+                    **({"nvlinks": g.nvlinks} if g.nvlinks is not None else {}),
+                }
+                for g in self.gpus
+            ],
+            "nics": [
+                {
+                    "name": n.name,
+                    "pci": n.bdf,
+                    "numa": n.place.numa_node,
+                    "switch": n.place.switch,
+                    "rootComplex": n.place.root_complex,
+                    "netdevs": list(n.netdevs),
+                }
+                for n in self.nics
+            ],
+            "gpuNicLinks": [list(row) for row in self.links],
+            "gpuNicPairs": [[g, n] for g, n in sorted(self.pairs.items())],
+        }
+
+
+def _place(device: PciDevice, single_node: int | None) -> Place:
+    numa = device.numa_node if device.numa_node >= 0 else single_node
+    return Place(
+        root_complex=device.root_complex,
+        ancestors=device.ancestors,
+        switch=device.switch,
+        numa_node=numa,
+    )
+
+
+def _sockets(cpu: CpuInfo) -> tuple[Socket, ...]:
+    return tuple(
+        Socket(id=pkg, cpus=cpus, cores=sum(1 for core in cpu.cores if core & cpus))
+        for pkg, cpus in cpu.packages.items()
+    )
+
+
+def build_topology(
+    *,
+    cpu: CpuInfo,
+    pci: PciInventory,
+    nics: NicInventory,
+    nvml: NvmlInfo,
+    kubelet: KubeletConfig,
+    datasets: Mapping[str, str],
+) -> Topology:
+    # numa_node -1 on a machine with a single NUMA node can only mean that node.
+    single_node = next(iter(cpu.numa_nodes)) if len(cpu.numa_nodes) == 1 else None
+    gpus: list[Gpu] = []
+    for device in pci.gpus():
+        if device.virtual_function:
+            continue  # a vGPU/SR-IOV function is not another physical GPU
+        extra = nvml.gpus.get(device.bdf)
+        gpus.append(
+            Gpu(
+                index=len(gpus),
+                bdf=device.bdf,
+                device_id=device.device,
+                place=_place(device, single_node),
+                product=extra.name if extra else None,
+                uuid=extra.uuid if extra else None,
+                memory_bytes=extra.memory_bytes if extra else None,
+                nvlinks=extra.nvlinks if extra else None,
+            )
+        )
+    nic_list: list[Nic] = []
+    for rdma in nics.rdma:
+        device = pci.devices.get(rdma.bdf)
+        if device is None:
+            log.warning(
+                "skipping RDMA device %s: its PCI function %s was not read", rdma.name, rdma.bdf
+            )
+            continue
+        nic_list.append(
+            Nic(
+                index=len(nic_list),
+                name=rdma.name,
+                bdf=rdma.bdf,
+                place=_place(device, single_node),
+                netdevs=rdma.netdevs,
+                ports=rdma.ports,
+            )
+        )
+    links = tuple(tuple(classify(g.place, n.place) for n in nic_list) for g in gpus)
+    pairable = [[n for n, word in enumerate(row) if word in PAIRABLE_LINKS] for row in links]
+    # Best links first, so the pairing prefers a GPU's PIX NIC over a PXB one.
+    for g, row in enumerate(pairable):
+        row.sort(key=lambda n, g=g: (link_rank(links[g][n]), n))
+    return Topology(
+        online_cpus=cpu.online,
+        sockets=_sockets(cpu),
+        numa_nodes=tuple(NumaNode(id=n, cpus=c) for n, c in cpu.numa_nodes.items()),
+        gpus=tuple(gpus),
+        nics=tuple(nic_list),
+        links=links,
+        pairs=maximum_matching(pairable),
+        kubelet=kubelet,
+        datasets=dict(datasets),
+        nvml_reason=nvml.reason,
+    )

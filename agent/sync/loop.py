@@ -1,0 +1,224 @@
+"""The reconcile loop: make the Node's owned labels and annotation equal the discovered ones.
+
+One reconcile = discover, GET the node, PATCH only the owned keys that differ (nothing when
+equal, so a restart on unchanged hardware writes nothing). Reconciles run at start, every
+resync interval (repairing hand edits, picking up hardware changes) and right after a poke
+from the cache watcher; pokes arriving meanwhile coalesce into one. Failures never end the
+loop: API errors and a missing node back off (capped, jittered, Retry-After honoured) and a
+failed discovery keeps publishing the last good result instead of deleting labels.
+Each reconcile is reported as a frozen `Reconciled` record; `log_event` and the metrics
+consume them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from agent.discovery.discover import Discovery, DiscoveryError
+from agent.sync.node_client import ApiCall, NodeApiError, NodeNotFound, NodeState
+from agent.sync.node_diff import Change, NodeMeta, changes_between, describe, patch_for
+from common.backoff import Backoff, Sleep
+
+__all__ = [
+    "NodeApi",
+    "Reconciled",
+    "Result",
+    "SyncEvent",
+    "SyncLoop",
+    "Trigger",
+    "log_event",
+]
+
+log = logging.getLogger(__name__)
+
+Trigger = Literal["start", "resync", "cache", "retry"]
+Result = Literal["patched", "unchanged", "node_missing", "api_error", "discovery_error"]
+
+
+class NodeApi(Protocol):
+    async def get(self, name: str) -> NodeState: ...
+    async def patch(self, name: str, body: Mapping[str, Any]) -> NodeState: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What one reconcile did. `synced`: the node now shows what we meant to publish."""
+
+    node: str
+    trigger: Trigger
+    reason: str
+    result: Result
+    synced: bool
+    changes: tuple[Change, ...]
+    owned_labels: int
+    discovery_seconds: float | None
+    error: str | None
+    next_in: float
+    at: float  # wall-clock seconds, for "last successful sync"
+
+
+SyncEvent = Reconciled | ApiCall
+
+
+def log_event(event: SyncEvent) -> None:
+    """The loop's log lines: what changed and why, or what failed and when we try again."""
+    if isinstance(event, ApiCall):
+        return
+    fields = {"node": event.node, "trigger": event.trigger, "reason": event.reason}
+    if event.changes:
+        log.info(
+            "node updated: %s",
+            "; ".join(describe(c) for c in event.changes),
+            extra={**fields, "changes": len(event.changes)},
+        )
+    if event.result == "node_missing":
+        log.warning("node not found; retrying in %.1fs", event.next_in, extra=fields)
+    elif event.result in ("api_error", "discovery_error"):
+        log.warning(
+            "%s: %s; retrying in %.1fs",
+            event.result.replace("_", " "),
+            event.error,
+            event.next_in,
+            extra={**fields, "kept_last_good": event.synced},
+        )
+    elif event.result == "unchanged" and event.trigger == "start":
+        log.info("node labels already up to date", extra=fields)
+
+
+class SyncLoop:
+    """Keeps one node in sync until `run(stop)` sees `stop` set."""
+
+    def __init__(
+        self,
+        nodes: NodeApi,
+        discover: Callable[[], Discovery],
+        *,
+        node_name: str,
+        resync_interval: float,
+        emit: Callable[[SyncEvent], None] = log_event,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        backoff: Backoff | None = None,
+        cache_settle: float = 0.25,
+    ) -> None:
+        if resync_interval <= 0:
+            raise ValueError("resync_interval must be positive")
+        self._nodes = nodes
+        self._discover = discover
+        self._node = node_name
+        self._resync = resync_interval
+        self._emit = emit
+        self._sleep = sleep
+        self._clock = clock
+        self._wall = wall_clock
+        self._backoff = backoff or Backoff()
+        self._settle = cache_settle
+        self._poked = asyncio.Event()
+        self._poke_reason = ""
+        self._last_good: NodeMeta | None = None
+
+    def poke(self, reason: str) -> None:
+        """Ask for a reconcile soon (cache watcher). Many pokes before it runs count as one."""
+        self._poke_reason = reason
+        self._poked.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        trigger: Trigger | None = "start"
+        reason = "agent started"
+        while trigger is not None and not stop.is_set():
+            if trigger == "cache":
+                # A burst (rename + marker, or a batch split by the watcher's debounce) often
+                # pokes twice; a short pause lets both land in this one pass.
+                await self._sleep(self._settle)
+            event = await self.reconcile(trigger, reason)
+            self._emit(event)
+            # Only a healthy loop reacts to pokes early; while failing, the backoff rules.
+            trigger = await self._wait(event.next_in, stop=stop, interruptible=event.synced)
+            reason = {
+                "cache": self._poke_reason,
+                "resync": "resync interval",
+                "retry": "retry after failure",
+            }.get(trigger or "", "")
+
+    async def _wait(
+        self, delay: float, *, stop: asyncio.Event, interruptible: bool
+    ) -> Trigger | None:
+        if interruptible and self._poked.is_set():
+            return "cache"
+        sleeper = asyncio.ensure_future(self._sleep(delay))
+        stopper = asyncio.ensure_future(stop.wait())
+        waiters = {sleeper, stopper}
+        poke = asyncio.ensure_future(self._poked.wait()) if interruptible else None
+        if poke is not None:
+            waiters.add(poke)
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waiters:
+                task.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+        if stop.is_set():
+            return None
+        if poke is not None and self._poked.is_set():
+            return "cache"
+        return "resync" if interruptible else "retry"
+
+    async def _discover_desired(self) -> tuple[NodeMeta | None, float, str | None]:
+        started = self._clock()
+        try:
+            found = await asyncio.to_thread(self._discover)
+        except (DiscoveryError, OSError) as exc:
+            return self._last_good, self._clock() - started, f"discovery failed: {exc}"
+        self._last_good = NodeMeta(labels=dict(found.labels), annotations=dict(found.annotations))
+        return self._last_good, self._clock() - started, None
+
+    async def reconcile(self, trigger: Trigger, reason: str = "") -> Reconciled:
+        """One pass: discover, compare, patch if needed. Never raises for transient failures."""
+        self._poked.clear()  # pokes from now on deserve another pass
+        desired, seconds, discovery_error = await self._discover_desired()
+        changes: tuple[Change, ...] = ()
+        error = discovery_error
+        retry_after: float | None = None
+        synced = False
+        if desired is None:
+            result: Result = "discovery_error"
+        else:
+            try:
+                current = await self._nodes.get(self._node)
+                changes = changes_between(current.meta, desired)
+                body = patch_for(changes)
+                if body is not None:
+                    await self._nodes.patch(self._node, body)
+                synced = True
+                result = "patched" if changes else "unchanged"
+            except NodeNotFound as exc:
+                result, error, changes = "node_missing", str(exc), ()
+            except NodeApiError as exc:
+                result, error, changes = "api_error", str(exc), ()
+                retry_after = exc.retry_after
+            if synced and discovery_error is not None:
+                result = "discovery_error"  # published the last good result; retry discovery
+        if result in ("patched", "unchanged"):
+            self._backoff.reset()
+            next_in = self._resync
+        else:
+            next_in = self._backoff.next_delay(retry_after=retry_after)
+        return Reconciled(
+            node=self._node,
+            trigger=trigger,
+            reason=reason,
+            result=result,
+            synced=synced,
+            changes=changes,
+            owned_labels=len(desired.labels) if desired is not None else 0,
+            discovery_seconds=seconds if discovery_error is None else None,
+            error=error,
+            next_in=next_in,
+            at=self._wall(),
+        )

@@ -1,0 +1,65 @@
+"""prepare-cache hands the cache root and dataset dirs to the prefetchers' user, nothing deeper."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.cli.prepare_cache import prepare_cache
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+
+UID, GID = 4321, 4322
+
+
+def _owner_mode(path: Path) -> tuple[int, int, int]:
+    st = path.lstat()
+    return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+
+
+def test_root_and_dataset_dirs_change_owner_contents_do_not(tmp_path: Path) -> None:
+    root = tmp_path / "var/lib/topoplace/datasets"
+    version = root / "imagenet" / "2024-06"
+    version.mkdir(parents=True)
+    (root / "imagenet").chmod(0o700)  # as a kubelet DirectoryOrCreate might leave it
+    data = version / "train.bin"
+    data.write_bytes(b"x")
+
+    changed = prepare_cache(root, UID, GID)
+
+    assert set(changed) == {root, root / "imagenet"}
+    assert _owner_mode(root) == (UID, GID, 0o755)
+    assert _owner_mode(root / "imagenet") == (UID, GID, 0o755)
+    assert _owner_mode(version)[:2] == (0, 0)  # below a dataset dir belongs to prefetchers
+    assert _owner_mode(data)[:2] == (0, 0)
+    assert prepare_cache(root, UID, GID) == []  # a restart changes nothing
+
+
+def test_cli_creates_a_missing_root(tmp_path: Path, python: str, repo_root: Path) -> None:
+    root = tmp_path / "cache"
+    done = subprocess.run(
+        [python, "-m", "agent", "prepare-cache", "--cache-root", str(root), "--owner", f"{UID}"],
+        env={**os.environ, "PYTHONPATH": str(repo_root)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _owner_mode(root) == (UID, UID, 0o755)
+    assert "ready for uid 4321:4321" in done.stderr
+
+
+def test_a_bad_owner_is_a_usage_error(tmp_path: Path, python: str, repo_root: Path) -> None:
+    done = subprocess.run(
+        [python, "-m", "agent", "prepare-cache", "--cache-root", str(tmp_path), "--owner", "me"],
+        env={**os.environ, "PYTHONPATH": str(repo_root)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "'me' is not UID[:GID]" in done.stderr

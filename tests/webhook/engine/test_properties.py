@@ -1,0 +1,144 @@
+"""Properties over generated pods: the patch applies and matches, mutation is idempotent,
+user data survives, requests never exceed limits, the result is valid and Guaranteed."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.kube import assert_valid, parse_quantity, qos_class
+from tests.webhook.builders import SETTINGS, policy_doc, write_yaml
+from tests.webhook.strategies import pods
+from webhook.engine.recipe import mutate
+from webhook.policy.loader import PolicySet, load_policy_dir
+from webhook.vocabulary import APPLIED_ANNOTATION
+
+FULL = policy_doc(
+    "full",
+    placement={
+        "gpuNicLink": "PXB",
+        "gpuNicPairs": True,
+        "singleNumaNode": True,
+        "topologyManagerPolicies": ["single-numa-node"],
+        "requiredLabels": {"zone": "a"},
+    },
+    resources={"cpuPerGpu": 2.5, "memoryPerGpu": "16Gi", "rdma": {"resource": "rdma/ib"}},
+    datasets=[
+        {"name": "imagenet", "version": "v1", "source": "s3://b/i", "mountPath": "/data/i"},
+        {
+            "name": "c4",
+            "version": "2024.1",
+            "source": "https://h/c4",
+            "mountPath": "/data/c4",
+            "prefetch": False,
+        },
+    ],
+    launcher={"numaBinding": "exclusive"},
+    env={"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5"},
+)
+NAMED = policy_doc("named", workers=["a", "b", "c"], launcher={"numaBinding": "node"},
+                   env={"MY_VAR": "policy"})  # fmt: skip
+BARE = policy_doc("bare")
+NAMES = ["full", "named", "bare"]
+FLAGS = ("--numa-binding=exclusive", "--numa-binding=node")
+
+# Modest by default to keep this directory under 25 s; raise it for a deeper local run.
+EXAMPLES = int(os.environ.get("TOPOPLACE_PROPERTY_EXAMPLES", "40"))
+common = settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@pytest.fixture(scope="module")
+def policy_set(tmp_path_factory: pytest.TempPathFactory) -> PolicySet:
+    directory: Path = tmp_path_factory.mktemp("policies")
+    write_yaml(directory / "p.yaml", FULL, NAMED, BARE)
+    return load_policy_dir(directory)
+
+
+def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
+
+
+def by_name(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in containers(pod)}
+
+
+def without_flag(argv: list[str]) -> list[str]:
+    out = [a for a in argv if a not in FLAGS]
+    for flag in FLAGS:
+        out = [a.replace(" " + flag, "") if " " in a else a for a in out]
+    return out
+
+
+@common
+@given(pod=pods(NAMES))
+def test_patch_applies_and_result_is_valid_guaranteed(policy_set, pod):
+    assert_valid(pod)  # the generator itself produces API-server-shaped pods
+    before = copy.deepcopy(pod)
+    result = mutate(pod, "ml-team", policy_set, SETTINGS)
+    assert pod == before
+    assert jsonpatch.apply_patch(pod, result.patch) == result.pod
+    assert_valid(result.pod)
+    assert qos_class(result.pod) == "Guaranteed"
+    for c in containers(result.pod):
+        res = c.get("resources", {})
+        for resource, request in res.get("requests", {}).items():
+            limit = res.get("limits", {}).get(resource)
+            assert limit is None or parse_quantity(request) <= parse_quantity(limit), c["name"]
+
+
+@common
+@given(pod=pods(NAMES))
+def test_mutating_twice_adds_nothing(policy_set, pod):
+    once = mutate(pod, "ml-team", policy_set, SETTINGS).pod
+    assert mutate(once, "ml-team", policy_set, SETTINGS).patch == []
+    # Even without the annotation (a policy edit changed its hash), nothing else is added.
+    stripped = copy.deepcopy(once)
+    del stripped["metadata"]["annotations"][APPLIED_ANNOTATION]
+    again = mutate(stripped, "ml-team", policy_set, SETTINGS)
+    assert [op["path"] for op in again.patch] == ["/metadata/annotations/topoplace.io~1applied"]
+
+
+@common
+@given(pod=pods(NAMES))
+def test_user_data_is_preserved(policy_set, pod):
+    result = mutate(pod, "ml-team", policy_set, SETTINGS)
+    old_aff = pod["spec"].get("affinity", {}).get("nodeAffinity", {})
+    new_aff = result.pod["spec"].get("affinity", {}).get("nodeAffinity", {})
+    key = "requiredDuringSchedulingIgnoredDuringExecution"
+    old_terms = old_aff.get(key, {}).get("nodeSelectorTerms", [])
+    new_terms = new_aff.get(key, {}).get("nodeSelectorTerms", [])
+    assert len(new_terms) == max(len(old_terms), 1 if new_terms else 0)
+    for old, new in zip(old_terms, new_terms, strict=False):
+        assert new.get("matchFields") == old.get("matchFields")
+        old_exprs = old.get("matchExpressions", [])
+        assert new.get("matchExpressions", [])[: len(old_exprs)] == old_exprs
+    pref = "preferredDuringSchedulingIgnoredDuringExecution"
+    old_pref = old_aff.get(pref, [])
+    assert new_aff.get(pref, [])[: len(old_pref)] == old_pref
+
+    new_containers = by_name(result.pod)
+    for name, old in by_name(pod).items():
+        new = new_containers[name]
+        old_env = old.get("env", [])
+        assert new.get("env", [])[: len(old_env)] == old_env
+        old_argv = old.get("command", []) + old.get("args", [])
+        new_argv = new.get("command", []) + new.get("args", [])
+        if any("--numa-binding" in a for a in old_argv):
+            assert new_argv == old_argv  # the user's own binding is never touched or repeated
+        else:
+            assert without_flag(new_argv) == old_argv
+        for field in ("image", "volumeMounts", "terminationMessagePath", "restartPolicy"):
+            if field in old and field != "volumeMounts":
+                assert new[field] == old[field]
+        old_mounts = old.get("volumeMounts", [])
+        assert new.get("volumeMounts", [])[: len(old_mounts)] == old_mounts
+    assert result.pod["spec"]["volumes"][:1] == pod["spec"]["volumes"]
+    assert result.pod["metadata"]["generateName"] == pod["metadata"]["generateName"]

@@ -1,0 +1,17 @@
+"""`topoplace-webhook`: serve admission, mutate offline, validate policies, print the schema."""
+
+from __future__ import annotations
+
+from common.subcommands import Command, make_main
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS: dict[str, Command] = {
+    "serve": ("webhook.cli.serve", "serve AdmissionReview v1 over HTTPS"),
+    "mutate": ("webhook.cli.mutate", "apply policies to a Pod or workload file, offline"),
+    "validate": ("webhook.cli.validate", "check every policy file in a directory"),
+    "schema": ("webhook.cli.schema", "print the JSON Schema of PlacementPolicy"),
+    "certs": ("webhook.cli.certs", "keep the in-cluster serving certificate and caBundle fresh"),
+}
+
+main = make_main("topoplace-webhook", __doc__ or "", COMMANDS)

@@ -1,0 +1,83 @@
+"""`topoplace-webhook mutate`: apply the policies to a Pod or workload file, offline.
+
+Like `kyverno apply`: read FILE (or `-` for stdin), mutate every pod template the way the
+webhook would mutate the pods created from it, and print the result, the patch or a diff.
+Warnings go to stderr; a denial exits 1; bad policies or input exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from webhook.engine.mutation import add_engine_arguments, settings_from_args
+
+__all__ = ["add_arguments", "run"]
+
+EXIT_DENIED = 1
+EXIT_BAD_INPUT = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="YAML with Pods or workloads; - for stdin")
+    parser.add_argument(
+        "--policies", type=Path, required=True, metavar="DIR", help="directory of policy *.yaml"
+    )
+    parser.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="namespace for objects without metadata.namespace (default: default)",
+    )
+    parser.add_argument(
+        "--output",
+        choices=("pod", "patch", "diff"),
+        default="pod",
+        help="print the mutated objects (pod), the JSON patches, or a unified diff",
+    )
+    add_engine_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from webhook.policy.loader import PolicyLoadError, load_policy_dir
+    from webhook.workloads.documents import DocumentError, mutate_documents, render
+    from webhook.yaml_io import YamlInputError, load_documents
+
+    settings = settings_from_args(args)
+    if isinstance(settings, str):
+        print(f"error: {settings}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        policies = load_policy_dir(args.policies)
+    except PolicyLoadError as exc:
+        for message in exc.messages:
+            print(f"error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    source = "<stdin>" if args.file == "-" else args.file
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
+        docs = load_documents(text, source=source)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"error: cannot read {source}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except YamlInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    try:
+        results = mutate_documents(
+            docs, policies=policies, settings=settings, namespace=args.namespace or "default"
+        )
+    except DocumentError as exc:
+        print(f"error: {source}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for result in results:
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    denials = [denial for result in results for denial in result.denials]
+    if denials:
+        for denial in denials:
+            print(f"error: denied: {denial}", file=sys.stderr)
+        return EXIT_DENIED
+    sys.stdout.write(render(results, output=args.output))
+    return 0

@@ -1,0 +1,228 @@
+"""`topoplace-webhook serve`: the HTTPS admission server (AdmissionReview v1 on POST /mutate).
+
+Prints two kinds of lines on stdout for scripts (logs go to stderr):
+`ca: PATH` (with --self-signed) and `listening: URL` once the port is bound (the real port
+when --port 0), then `metrics: URL` when metrics are on. SIGTERM/SIGINT stop it gracefully:
+new connections are refused, in-flight requests finish, exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from webhook.engine.mutation import EngineSettings, add_engine_arguments, settings_from_args
+
+__all__ = ["add_arguments", "run"]
+
+logger = logging.getLogger(__name__)
+
+_EXIT_POLICIES = 1
+_EXIT_STARTUP = 1
+_EXIT_USAGE = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policies", type=Path, required=True, metavar="DIR", help="directory of *.yaml policies"
+    )
+    parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="PEM certificate chain")
+    parser.add_argument("--tls-key", type=Path, metavar="FILE", help="PEM private key")
+    parser.add_argument(
+        "--self-signed",
+        action="store_true",
+        help="local use: make a throwaway CA + serving cert for localhost/127.0.0.1",
+    )
+    parser.add_argument(
+        "--self-signed-dir",
+        type=Path,
+        metavar="DIR",
+        help="where --self-signed writes ca.crt, tls.crt, tls.key (default: a temporary dir)",
+    )
+    parser.add_argument(
+        "--host",
+        metavar="ADDR",
+        help="listen address of HTTPS and metrics (default 0.0.0.0; 127.0.0.1 with --self-signed)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8443,
+        metavar="PORT",
+        help="HTTPS port (default 8443; 0: a free one)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9102,
+        metavar="PORT",
+        help="plain-HTTP Prometheus port (0: a free one, -1: off; default 9102)",
+    )
+    add_engine_arguments(parser)
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="larger request bodies get HTTP 400 (default 4 MiB)",
+    )
+    parser.add_argument(
+        "--tls-reload-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds between checks of the key pair files (default 10)",
+    )
+    parser.add_argument(
+        "--policy-poll-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds between policy directory checks besides file events (default 10)",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="on SIGTERM, how long in-flight requests may take to finish (default 20)",
+    )
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    has_pair = args.tls_cert is not None or args.tls_key is not None
+    if args.self_signed and has_pair:
+        return "give either --tls-cert/--tls-key or --self-signed, not both"
+    if not args.self_signed and (args.tls_cert is None or args.tls_key is None):
+        return "serving needs TLS: give --tls-cert FILE and --tls-key FILE, or --self-signed"
+    if args.self_signed_dir is not None and not args.self_signed:
+        return "--self-signed-dir only makes sense with --self-signed"
+    for flag, value in (("--port", args.port), ("--metrics-port", args.metrics_port)):
+        if not -1 <= value <= 65535 or (flag == "--port" and value < 0):
+            return f"{flag} must be a port number (got {value})"
+    if args.max_body_bytes < 1024:
+        return f"--max-body-bytes must be at least 1024 (got {args.max_body_bytes})"
+    for flag, seconds in (
+        ("--tls-reload-interval", args.tls_reload_interval),
+        ("--policy-poll-interval", args.policy_poll_interval),
+    ):
+        if seconds <= 0:
+            return f"{flag} must be a positive number of seconds (got {seconds})"
+    return None
+
+
+def _self_signed(directory: Path | None) -> tuple[Path, Path, Path]:
+    """Write ca.crt, tls.crt, tls.key for localhost/127.0.0.1; returns (ca, cert, key)."""
+    from webhook.certs.keys import make_ca, make_serving_cert, write_atomically, write_pair
+
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    target = directory or Path(tempfile.mkdtemp(prefix="topoplace-webhook-"))
+    ca = make_ca("topoplace-webhook-local-ca")
+    pair = make_serving_cert(ca, ["localhost"], ip_addresses=["127.0.0.1", "::1"])
+    paths = (target / "ca.crt", target / "tls.crt", target / "tls.key")
+    write_atomically(paths[0], ca.cert_pem)
+    write_pair(pair, paths[1], paths[2])
+    return paths
+
+
+async def _serve(
+    args: argparse.Namespace, settings: EngineSettings, cert: Path, key: Path, host: str
+) -> int:
+    import asyncio
+    import contextlib
+    import gc
+    import signal
+
+    from webhook.policy.loader import PolicyLoadError
+    from webhook.server.app import ServerConfig, WebhookServer
+    from webhook.server.tls import limit_tls_read_buffers
+
+    limit_tls_read_buffers()
+
+    config = ServerConfig(
+        policies_dir=args.policies,
+        cert_path=cert,
+        key_path=key,
+        host=host,
+        port=args.port,
+        metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+        settings=settings,
+        max_body_bytes=args.max_body_bytes,
+        tls_reload_interval=args.tls_reload_interval,
+        policy_poll_interval=args.policy_poll_interval,
+        shutdown_timeout=args.shutdown_timeout,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            server = await stack.enter_async_context(WebhookServer(config))
+        except PolicyLoadError as exc:
+            print(
+                f"topoplace-webhook serve: the policy set in {args.policies} is invalid; "
+                "fix these and start again:",
+                file=sys.stderr,
+            )
+            for message in exc.messages:
+                print(f"  {message}", file=sys.stderr)
+            return _EXIT_POLICIES
+        except OSError as exc:
+            print(
+                f"topoplace-webhook serve: cannot listen on {host} "
+                f"(port {args.port}, metrics port {args.metrics_port}): {exc}",
+                file=sys.stderr,
+            )
+            return _EXIT_STARTUP
+        # Everything loaded so far lives until exit: keep the collector from rescanning it
+        # on every full collection (admission allocates many short-lived dicts).
+        gc.freeze()
+        print(f"listening: {server.url}", flush=True)
+        if server.metrics_port is not None:
+            metrics_host = server.url.split("//", 1)[1].rsplit(":", 1)[0]
+            print(f"metrics: http://{metrics_host}:{server.metrics_port}/metrics", flush=True)
+        logger.info("serving admission requests", extra={"url": server.url})
+        await stop.wait()
+        logger.info("stopping: refusing new connections, finishing in-flight requests")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _usage_problem(args)
+    settings = settings_from_args(args)
+    if problem is not None or isinstance(settings, str):
+        print(f"topoplace-webhook serve: {problem or settings}", file=sys.stderr)
+        return _EXIT_USAGE
+    import asyncio
+    import shutil
+    import ssl
+
+    from webhook.server.tls import make_server_context
+
+    made_dir: Path | None = None
+    if args.self_signed:
+        ca, cert, key = _self_signed(args.self_signed_dir)
+        made_dir = None if args.self_signed_dir else ca.parent
+        print(f"ca: {ca}", flush=True)
+    else:
+        cert, key = args.tls_cert, args.tls_key
+    try:
+        try:
+            make_server_context(cert, key)  # fail fast with a clear message
+        except (OSError, ssl.SSLError) as exc:
+            print(
+                f"topoplace-webhook serve: cannot load the TLS key pair {cert} + {key}: {exc}; "
+                "check both files exist, are PEM, and belong together",
+                file=sys.stderr,
+            )
+            return _EXIT_STARTUP
+        host = args.host or ("127.0.0.1" if args.self_signed else "0.0.0.0")
+        return asyncio.run(_serve(args, settings, cert, key, host))
+    finally:
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)

@@ -1,0 +1,95 @@
+"""What the mutation engine returns and the webhook-level settings it needs.
+
+This is the one typed seam between transport (server, offline CLI) and logic (engine):
+neither side imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from common.cache_layout import DEFAULT_CACHE_ROOT
+
+__all__ = [
+    "DEFAULT_PREFETCH_IMAGE",
+    "EngineSettings",
+    "Mutation",
+    "OnMissing",
+    "add_engine_arguments",
+    "settings_from_args",
+]
+
+DEFAULT_PREFETCH_IMAGE = "ghcr.io/topoplace/topoplace:0.1.0"
+OnMissing = Literal["warn", "deny"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Settings of the webhook, never of a policy: policies cannot choose host paths.
+
+    `on_missing_policy` answers a pod naming a policy that is not loaded (there is no policy
+    whose `onMissing` could say): warn admits it unchanged with a warning, deny refuses it.
+    """
+
+    cache_root: Path = DEFAULT_CACHE_ROOT
+    prefetch_image: str = DEFAULT_PREFETCH_IMAGE
+    on_missing_policy: OnMissing = "warn"
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The engine's settings as flags, shared by `serve` and the offline `mutate`."""
+    parser.add_argument(
+        "--dataset-cache-root",
+        type=Path,
+        default=DEFAULT_CACHE_ROOT,
+        metavar="DIR",
+        help=f"node path of the dataset cache (default {DEFAULT_CACHE_ROOT}); a webhook "
+        "setting, so policies cannot choose host paths",
+    )
+    parser.add_argument(
+        "--prefetch-image",
+        default=DEFAULT_PREFETCH_IMAGE,
+        metavar="IMAGE",
+        help=f"image of the prefetch init container (default {DEFAULT_PREFETCH_IMAGE})",
+    )
+    parser.add_argument(
+        "--on-missing-policy",
+        choices=["warn", "deny"],
+        default="warn",
+        help="a pod names a policy that is not loaded: admit it unchanged with a warning "
+        "(default) or deny it",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> EngineSettings | str:
+    """EngineSettings from the flags, or a message saying what to fix."""
+    if not args.dataset_cache_root.is_absolute():
+        return (
+            f"--dataset-cache-root {args.dataset_cache_root} must be an absolute path "
+            "(it becomes a hostPath on the nodes)"
+        )
+    return EngineSettings(
+        cache_root=args.dataset_cache_root,
+        prefetch_image=args.prefetch_image,
+        on_missing_policy=args.on_missing_policy,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """The engine's verdict on one pod.
+
+    allowed=False only when a policy says `onMissing: deny`; then `denial` explains why.
+    `patch` is RFC 6902 against the input pod; empty for pass-through or an already-mutated pod.
+    `policy` is the policy name the pod asked for (None when the pod did not opt in).
+    """
+
+    pod: dict[str, Any]
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    allowed: bool = True
+    denial: str | None = None
+    policy: str | None = None

@@ -1,0 +1,277 @@
+"""The mutation engine: one pure function from (pod, namespace, policies) to a Mutation.
+
+No I/O and no mutation of the input: the levels of the pod that change are copied once, each
+step edits the copy, and the RFC 6902 patch is the diff of copy against input, so patch and
+result always agree. The returned pod shares unchanged parts with the input: treat both as
+read-only.
+Each step lives in its own module (affinity, resources, datasets, launcher, env).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.engine.affinity import (
+    add_preferred,
+    add_required,
+    dataset_preferences,
+    required_expressions,
+)
+from webhook.engine.datasets import add_datasets
+from webhook.engine.env import add_env
+from webhook.engine.launcher import bind_numa
+from webhook.engine.mutation import EngineSettings, Mutation
+from webhook.engine.patch import clone, json_diff
+from webhook.engine.resources import ResourcePlan, apply_resources
+from webhook.engine.workers import all_containers, pod_gpus, select_workers
+from webhook.policy.loader import PolicySet
+from webhook.policy.model import PlacementPolicy
+from webhook.policy.quantity import parse_quantity
+from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
+
+__all__ = ["InvalidPod", "mutate"]
+
+_DEFAULT_SETTINGS = EngineSettings()
+
+
+class InvalidPod(ValueError):
+    """The object is not shaped like a Pod (or pod template); the server answers 400."""
+
+
+def mutate(
+    pod: dict[str, Any],
+    namespace: str,
+    policies: PolicySet,
+    settings: EngineSettings = _DEFAULT_SETTINGS,
+) -> Mutation:
+    """Apply the policy the pod names (label topoplace.io/policy) and return the verdict."""
+    metadata = _mapping(pod.get("metadata"), "metadata")
+    labels = _mapping(metadata.get("labels"), "metadata.labels")
+    name = labels.get(POLICY_LABEL)
+    if name is None:
+        return Mutation(pod=pod)
+    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    if MIRROR_ANNOTATION in annotations:
+        return Mutation(
+            pod=pod,
+            policy=name,
+            warnings=[f"static (mirror) pod: policy {name!r} not applied"],
+        )
+    policy = policies.get(name)
+    if policy is None:
+        return _missing(pod, name, policies, settings)
+    if not policy.allows_namespace(namespace):
+        return _forbidden(pod, policy, namespace)
+    applied = f"{name}@{policies.hash_of(name)}"
+    if annotations.get(APPLIED_ANNOTATION) == applied:
+        return Mutation(pod=pod, policy=name)
+
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        raise InvalidPod("spec must be an object holding the pod's containers")
+    for key in ("containers", "initContainers"):
+        _containers(spec.get(key), f"spec.{key}")
+    _affinity_fields(spec)
+    new = _working_copy(pod)
+    warnings: list[str] = []
+    _apply(new["spec"], policy, _plan(policy, applied), settings, warnings)
+    new_metadata = new["metadata"]
+    new_metadata["annotations"] = {
+        **(new_metadata.get("annotations") or {}),
+        APPLIED_ANNOTATION: applied,
+    }
+    return Mutation(pod=new, patch=json_diff(pod, new), warnings=warnings, policy=name)
+
+
+def _apply(
+    spec: dict[str, Any],
+    policy: PlacementPolicy,
+    plan: ResourcePlan,
+    settings: EngineSettings,
+    warnings: list[str],
+) -> None:
+    rules = policy.spec
+    workers = select_workers(
+        spec, names=rules.workers, resource=rules.gpu_resource, warnings=warnings
+    )
+    if not workers and (rules.datasets or rules.env or rules.launcher.numa_binding):
+        warnings.append(
+            f"no worker containers (named in spec.workers or with a {rules.gpu_resource} "
+            f"limit): datasets, env and launcher settings not applied"
+        )
+    injected = add_datasets(
+        spec,
+        rules.datasets,
+        workers,
+        cache_root=settings.cache_root,
+        image=settings.prefetch_image,
+        warnings=warnings,
+    )
+    worker_ids = {id(w) for w in workers}
+    # Prefetch containers are built Guaranteed (requests == limits, no GPU): resources would
+    # leave them as they are, so they skip it.
+    skip = {id(c) for c in injected}
+    for container in all_containers(spec):
+        if id(container) not in skip:
+            worker = id(container) in worker_ids
+            apply_resources(container, plan, worker=worker, warnings=warnings)
+    mode = rules.launcher.numa_binding
+    for worker in workers:
+        if mode is not None and not bind_numa(worker, mode):
+            warnings.append(
+                f"worker container {worker.get('name', '?')}: no torchrun in command/args; "
+                f"--numa-binding={mode} not added"
+            )
+        add_env(worker, rules.env, warnings=warnings)
+    gpus = pod_gpus(spec, rules.gpu_resource)
+    add_required(spec, required_expressions(rules.placement, gpus=gpus, warnings=warnings))
+    add_preferred(spec, dataset_preferences(rules.datasets))
+
+
+def _working_copy(pod: dict[str, Any]) -> dict[str, Any]:
+    """Copy exactly the levels the steps edit; everything else stays shared with the input.
+
+    The steps replace lists and dicts below a container (resources, env, mounts, argv) rather
+    than editing them, so containers need only a shallow copy. Affinity is edited in place
+    and is small, so it is copied whole. Sharing keeps the copy cheap and lets the diff skip
+    untouched subtrees by identity.
+    """
+    new = dict(pod)
+    new["metadata"] = dict(pod.get("metadata") or {})
+    spec = new["spec"] = dict(pod["spec"])
+    for key in ("containers", "initContainers"):
+        if spec.get(key):
+            spec[key] = [dict(c) for c in spec[key]]
+    if spec.get("affinity"):
+        spec["affinity"] = clone(spec["affinity"])
+    return new
+
+
+# Resource plans by `<name>@<content hash>`: a plan depends on the policy content only.
+_PLANS: dict[str, ResourcePlan] = {}
+_PLANS_MAX = 4096
+
+
+def _plan(policy: PlacementPolicy, key: str) -> ResourcePlan:
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()  # policy sets were replaced many times; start over
+        plan = _PLANS[key] = _make_plan(policy)
+    return plan
+
+
+def _make_plan(policy: PlacementPolicy) -> ResourcePlan:
+    resources = policy.spec.resources
+    memory = resources.memory_per_gpu
+    return ResourcePlan(
+        guaranteed=resources.guaranteed,
+        gpu_resource=policy.spec.gpu_resource,
+        cpu_per_gpu=resources.cpu_per_gpu,
+        memory_per_gpu=parse_quantity(memory) if memory is not None else None,
+        rdma_resource=resources.rdma.resource if resources.rdma else None,
+        rdma_per_gpu=resources.rdma.per_gpu if resources.rdma else 0,
+    )
+
+
+def _forbidden(pod: dict[str, Any], policy: PlacementPolicy, namespace: str) -> Mutation:
+    allowed = _some(tuple(policy.spec.namespaces or ()), limit=5)
+    what = f"namespace {namespace!r} may not use placement policy {policy.name!r} ({allowed})"
+    if policy.spec.on_missing == "deny":
+        denial = (
+            f"{what}: remove label {POLICY_LABEL} from the pod, or ask the platform team to "
+            f"add the namespace to the policy's spec.namespaces"
+        )
+        return Mutation(pod=pod, allowed=False, denial=denial, policy=policy.name)
+    # The API server may truncate warnings past 256 characters: keep them short.
+    return Mutation(pod=pod, warnings=[f"{what}; pod admitted unchanged"], policy=policy.name)
+
+
+def _missing(
+    pod: dict[str, Any], name: str, policies: PolicySet, settings: EngineSettings
+) -> Mutation:
+    """No such policy: there is no `onMissing` to read, so the webhook's setting decides."""
+    what = f"placement policy {name!r} does not exist (known: {_some(policies.names)})"
+    if settings.on_missing_policy == "deny":
+        denial = (
+            f"{what}: fix the pod's {POLICY_LABEL} label, or ask the platform team to add "
+            "the policy"
+        )
+        return Mutation(pod=pod, allowed=False, denial=denial, policy=name)
+    return Mutation(pod=pod, warnings=[f"{what}; pod admitted unchanged"], policy=name)
+
+
+def _some(names: tuple[str, ...], limit: int = 5) -> str:
+    if not names:
+        return "(none loaded)"
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidPod(f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _containers(value: Any, where: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+        raise InvalidPod(f"{where} must be a list of container objects")
+    for i, container in enumerate(value):
+        _container_fields(container, f"{where}[{i}]")
+
+
+def _objects(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        raise InvalidPod(f"{where} must be a list of objects")
+    return value
+
+
+def _affinity_fields(spec: dict[str, Any]) -> None:
+    """The node affinity levels the affinity step edits must be objects and lists of them."""
+    affinity = _mapping(spec.get("affinity"), "spec.affinity")
+    node = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = _mapping(node.get("requiredDuringSchedulingIgnoredDuringExecution"), where)
+    for i, term in enumerate(
+        _objects(required.get("nodeSelectorTerms"), where + ".nodeSelectorTerms")
+    ):
+        _objects(term.get("matchExpressions"), f"{where}.nodeSelectorTerms[{i}].matchExpressions")
+    _objects(
+        node.get("preferredDuringSchedulingIgnoredDuringExecution"),
+        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+    )
+
+
+# Container fields the steps read or edit, and the JSON type each must have. The API server
+# always sends typed objects; offline files and fuzzers may not, and get a 400-style error.
+_LIST_OF_STR = ("command", "args")
+_LIST_OF_OBJ = ("env", "volumeMounts")
+
+
+def _container_fields(container: dict[str, Any], where: str) -> None:
+    if not isinstance(container.get("name", ""), str):
+        raise InvalidPod(f"{where}.name must be a string")
+    for key in _LIST_OF_STR:
+        items = container.get(key)
+        if items is not None and (
+            not isinstance(items, list) or not all(isinstance(x, str) for x in items)
+        ):
+            raise InvalidPod(f"{where}.{key} must be a list of strings")
+    for key in _LIST_OF_OBJ:
+        items = container.get(key)
+        if items is not None and (
+            not isinstance(items, list) or not all(isinstance(x, dict) for x in items)
+        ):
+            raise InvalidPod(f"{where}.{key} must be a list of objects")
+    resources = _mapping(container.get("resources"), f"{where}.resources")
+    for key in ("requests", "limits"):
+        amounts = _mapping(resources.get(key), f"{where}.resources.{key}")
+        if not all(isinstance(v, str | int | float) for v in amounts.values()):
+            raise InvalidPod(f"{where}.resources.{key} values must be quantities")

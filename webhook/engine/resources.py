@@ -1,0 +1,134 @@
+"""Container resources: Guaranteed QoS, per-GPU CPU and memory, integer worker CPUs, RDMA.
+
+The kubelet grants exclusive cores (static CPU manager) and NUMA-aligned memory only to
+Guaranteed pods with integer CPU requests, and a pod is Guaranteed only when EVERY container,
+init and sidecar included, has cpu and memory requests equal to limits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from webhook.engine.workers import amount, container_gpus
+from webhook.policy.quantity import ceil_int, format_cpu, format_memory
+
+__all__ = [
+    "DEFAULT_CPU",
+    "DEFAULT_MEMORY",
+    "PREFETCH_CPU",
+    "PREFETCH_MEMORY",
+    "ResourcePlan",
+    "apply_resources",
+]
+
+# Containers that set nothing (log shippers, small sidecars) get this much, requests = limits:
+# enough for a shell or an agent, small enough not to crowd the node.
+DEFAULT_CPU = "100m"
+DEFAULT_MEMORY = "256Mi"
+# The injected prefetch init container: one core and room for download buffers.
+PREFETCH_CPU = "1"
+PREFETCH_MEMORY = "1Gi"
+_DEFAULTS = {"cpu": DEFAULT_CPU, "memory": DEFAULT_MEMORY}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePlan:
+    """What the policy's `resources` section asks of one pod."""
+
+    guaranteed: bool
+    gpu_resource: str
+    cpu_per_gpu: Decimal | None
+    memory_per_gpu: Decimal | None
+    rdma_resource: str | None
+    rdma_per_gpu: int
+
+
+def apply_resources(
+    container: dict[str, Any], plan: ResourcePlan, *, worker: bool, warnings: list[str]
+) -> None:
+    """Edit one container's resources in place according to `plan`."""
+    name = container.get("name", "?")
+    resources = container.get("resources") or {}
+    limits = dict(resources.get("limits") or {})
+    requests = dict(resources.get("requests") or {})
+    gpus = container_gpus(container, plan.gpu_resource) if worker else 0
+    defaulted: list[str] = []
+
+    for resource, per_gpu in (("cpu", plan.cpu_per_gpu), ("memory", plan.memory_per_gpu)):
+        value = _settle(resource, limits, requests, name, warnings)
+        if plan.guaranteed and value is not None and not _positive(value):
+            value = None  # the kubelet ignores a zero amount: the container would not count
+        if value is None and per_gpu is not None and gpus > 0:
+            total = per_gpu * gpus
+            value = format_cpu(total) if resource == "cpu" else format_memory(total)
+        elif not plan.guaranteed:
+            continue  # only fill what is unset: a Burstable pod keeps the user's own numbers
+        if value is None:
+            value = _DEFAULTS[resource]
+            defaulted.append(f"{resource} {value}")
+        if resource == "cpu" and worker and plan.guaranteed:
+            value = _integer_cpu(value, name, warnings)
+        limits[resource] = value
+        requests[resource] = value
+
+    if defaulted:
+        what = "worker container" if worker else "container"
+        warnings.append(
+            f"{what} {name}: sets no {' or '.join(d.split()[0] for d in defaulted)}; using "
+            f"{', '.join(defaulted)} (requests = limits) for Guaranteed QoS"
+        )
+    _extended(limits, requests, plan.gpu_resource)
+    if plan.rdma_resource and gpus > 0:
+        if plan.rdma_resource not in limits and plan.rdma_resource not in requests:
+            limits[plan.rdma_resource] = str(gpus * plan.rdma_per_gpu)
+        _extended(limits, requests, plan.rdma_resource)
+
+    if limits != (resources.get("limits") or {}) or requests != (resources.get("requests") or {}):
+        new = dict(resources)
+        new["limits"] = limits
+        new["requests"] = requests
+        container["resources"] = new
+
+
+def _settle(
+    resource: str, limits: dict[str, Any], requests: dict[str, Any], name: str, warnings: list[str]
+) -> Any:
+    """The amount the user asked for: the limit when set (it caps), else the request."""
+    limit, request = limits.get(resource), requests.get(resource)
+    if limit is None:
+        return request
+    lim, req = amount(limit), amount(request)
+    if lim is not None and req is not None and req > lim:
+        warnings.append(
+            f"container {name}: {resource} request {request} above limit {limit}; "
+            f"lowered to the limit"
+        )
+        requests[resource] = limit
+    return limit
+
+
+def _positive(value: Any) -> bool:
+    found = amount(value)
+    return found is None or found > 0  # unparseable: leave it for the API server to reject
+
+
+def _integer_cpu(value: Any, name: str, warnings: list[str]) -> Any:
+    cores = amount(value)
+    if cores is None or cores == cores.to_integral_value():
+        return value
+    rounded = ceil_int(cores)
+    warnings.append(
+        f"worker container {name}: cpu {value} rounded up to {rounded} "
+        f"(exclusive cores need whole CPUs)"
+    )
+    return str(rounded)
+
+
+def _extended(limits: dict[str, Any], requests: dict[str, Any], resource: str) -> None:
+    """Extended resources cannot be overcommitted: the limit is required and equals the request."""
+    if resource in limits:
+        requests[resource] = limits[resource]
+    elif resource in requests:
+        limits[resource] = requests[resource]

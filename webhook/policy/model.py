@@ -1,0 +1,225 @@
+"""The PlacementPolicy file format (DESIGN.md "Policy files"), as strict pydantic v2 models.
+
+Every field is checked at load time so the engine can trust a policy completely: label
+keys/values the scheduler will see, quantities, env names and paths are all validated here.
+YAML uses camelCase (`cpuPerGpu`); Python uses snake_case through an alias generator, and
+validation errors report the YAML spelling.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from webhook.policy.fields import (
+    SOURCE_SCHEMES,
+    ContainerName,
+    EnvName,
+    EnvValue,
+    ExtendedResource,
+    LabelKey,
+    LabelName,
+    LabelValue,
+    LinkWord,
+    MountPath,
+    NamespaceGlob,
+    NonEmptyLabelValue,
+    Quantity,
+    SourceUrl,
+)
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "NUMA_BINDINGS",
+    "SOURCE_SCHEMES",
+    "Dataset",
+    "Launcher",
+    "Metadata",
+    "Placement",
+    "PlacementPolicy",
+    "PolicySpec",
+    "Rdma",
+    "Resources",
+]
+
+API_VERSION = "topoplace.io/v1alpha1"
+KIND = "PlacementPolicy"
+# torchrun --numa-binding choices (PyTorch >= 2.8).
+NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
+TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        # YAML spelling only: a snake_case key is an unknown field, not a silent alias.
+        alias_generator=to_camel,
+        use_attribute_docstrings=True,
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        # `launcher:` with nothing after it is null in YAML; treat it as "not given".
+        if isinstance(data, dict) and None in data.values():
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
+
+class Metadata(_Model):
+    """Object metadata; `name` is what pods put in their `topoplace.io/policy` label."""
+
+    name: NonEmptyLabelValue
+    """Policy name: a valid label value (pods select it by label)."""
+    labels: dict[LabelKey, LabelValue] = {}
+    annotations: dict[str, str] = {}
+
+
+class Placement(_Model):
+    """Node requirements, turned into required node affinity on the agent's labels."""
+
+    gpu_nic_link: LinkWord | None = None
+    """Worst acceptable GPU↔RDMA NIC link, best first: PIX, PXB, PHB, NODE, SYS."""
+    gpu_nic_pairs: bool = False
+    """Require topoplace.io/gpu-nic-pairs >= the pod's GPU count."""
+    single_numa_node: bool = False
+    """Require topoplace.io/max-gpus-per-numa-node >= the pod's GPU count."""
+    topology_manager_policies: (
+        Annotated[list[Literal[TOPOLOGY_MANAGER_POLICIES]], Field(min_length=1)] | None  # type: ignore[valid-type]
+    ) = None
+    """Acceptable kubelet topologyManagerPolicy values."""
+    required_labels: dict[LabelKey, LabelValue] = {}
+    """Extra node label = value requirements."""
+
+
+class Rdma(_Model):
+    """RDMA device-plugin resource requested per GPU."""
+
+    resource: ExtendedResource
+    """Extended resource name, e.g. rdma/ib or nvidia.com/hostdev."""
+    per_gpu: Annotated[int, Field(gt=0, strict=True)] = 1
+    """Devices per GPU (a positive integer)."""
+
+
+class Resources(_Model):
+    """CPU, memory and RDMA for the pod's containers."""
+
+    guaranteed: bool = True
+    """Make every container Guaranteed QoS (requests == limits) with integer CPUs for workers."""
+    cpu_per_gpu: Annotated[Decimal, Field(gt=0, allow_inf_nan=False)] | None = None
+    """CPUs per GPU for workers that set no CPU."""
+    memory_per_gpu: Quantity | None = None
+    """Memory per GPU (a Kubernetes quantity, e.g. 96Gi) for workers that set no memory."""
+    rdma: Rdma | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_cpu(cls, data: Any) -> Any:
+        # Decimal's lax mode would read `cpuPerGpu: true` as 1.
+        if isinstance(data, dict) and isinstance(data.get("cpuPerGpu"), bool):
+            raise ValueError("cpuPerGpu must be a number, not a boolean")
+        return data
+
+
+class Dataset(_Model):
+    """A dataset cached on nodes under the webhook's cache root."""
+
+    name: LabelName
+    """Dataset name: a label name (it becomes dataset.topoplace.io/<name>)."""
+    version: NonEmptyLabelValue
+    """Version: a label value (the node label's value)."""
+    source: SourceUrl
+    """Where prefetch downloads from: s3://, gs://, http(s)://, file:///."""
+    mount_path: MountPath
+    """Where workers see the version directory (read-only)."""
+    prefer_weight: Annotated[int, Field(ge=1, le=100, strict=True)] = 50
+    """Preferred node affinity weight for nodes that hold this version."""
+    prefetch: bool = True
+    """Add the prefetch init container that downloads the version before workers start."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_as_text(cls, data: Any) -> Any:
+        # `version: 2024` is an int in YAML; the label value is the same text.
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, int | float) and not isinstance(version, bool):
+            return {**data, "version": str(version)}
+        return data
+
+
+class Launcher(_Model):
+    """How the training launcher is adjusted."""
+
+    numa_binding: Literal[NUMA_BINDINGS] | None = None  # type: ignore[valid-type]
+    """torchrun --numa-binding mode: node, socket, exclusive or core-complex."""
+
+
+class PolicySpec(_Model):
+    """What the webhook does to a pod that names this policy."""
+
+    namespaces: Annotated[list[NamespaceGlob], Field(min_length=1)] | None = None
+    """Namespace globs allowed to use the policy; omit to allow every namespace."""
+    gpu_resource: ExtendedResource = "nvidia.com/gpu"
+    """Extended resource that counts GPUs."""
+    workers: Annotated[list[ContainerName], Field(min_length=1)] | None = None
+    """Worker container names; default: containers with a GPU limit."""
+    placement: Placement = Placement()
+    resources: Resources = Resources()
+    datasets: list[Dataset] = []
+    launcher: Launcher = Launcher()
+    env: dict[EnvName, EnvValue] = {}
+    """Environment added to workers; never overrides a variable the container sets."""
+    on_missing: Literal["warn", "deny"] = "warn"
+    """When the pod's namespace may not use this policy: warn (admit unchanged) or deny."""
+
+    @field_validator("datasets")
+    @classmethod
+    def _unique_datasets(cls, datasets: list[Dataset]) -> list[Dataset]:
+        for attr in ("name", "mount_path"):
+            seen: set[str] = set()
+            for dataset in datasets:
+                value = getattr(dataset, attr)
+                if value in seen:
+                    raise ValueError(f"two datasets share {to_camel(attr)} {value!r}")
+                seen.add(value)
+        return datasets
+
+
+class PlacementPolicy(_Model):
+    """A Topoplace placement policy (one YAML document)."""
+
+    model_config = ConfigDict(
+        title="PlacementPolicy",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+
+    api_version: Literal["topoplace.io/v1alpha1"]
+    kind: Literal["PlacementPolicy"]
+    metadata: Metadata
+    spec: PolicySpec = PolicySpec()
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    def allows_namespace(self, namespace: str) -> bool:
+        globs = self.spec.namespaces
+        return globs is None or _namespace_pattern(tuple(globs)).match(namespace) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _namespace_pattern(globs: tuple[str, ...]) -> re.Pattern[str]:
+    """One compiled alternation: the allowlist check is a single match per request.
+
+    Cached here rather than held in a pydantic private attribute: reading one of those goes
+    through BaseModel.__getattr__, which cost more than the match itself.
+    """
+    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs))

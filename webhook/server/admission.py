@@ -1,0 +1,120 @@
+"""Admission logic without transport: a validated review in, an AdmissionReview response out.
+
+The server depends only on the `Admitter` protocol; this module never imports aiohttp.
+Scope: Pod CREATE with the policy label. Everything else (other operations, other kinds,
+pods that did not opt in, mirror pods) is allowed unchanged. `dryRun` needs no special
+handling because admitting has no side effects (`sideEffects: None`).
+
+An unexpected engine exception fails open: logged with the request uid, answered
+`allowed: true` with a warning, so a webhook bug never blocks pod creation cluster-wide.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from webhook.engine.mutation import EngineSettings, Mutation
+from webhook.engine.recipe import InvalidPod
+from webhook.engine.recipe import mutate as engine_mutate
+from webhook.policy.loader import PolicySet
+from webhook.server.review import AdmissionReviewOut, MalformedReview, ReviewRequest, build_response
+from webhook.vocabulary import MIRROR_ANNOTATION, POLICY_LABEL
+
+__all__ = ["Admission", "Admitter", "MutateFn", "Outcome", "PolicyAdmitter"]
+
+logger = logging.getLogger(__name__)
+
+Outcome = Literal["mutated", "unchanged", "passthrough", "denied", "failed_open"]
+MutateFn = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
+
+_EMPTY = PolicySet()
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The response plus what the access log and metrics need to know about it."""
+
+    review: AdmissionReviewOut
+    outcome: Outcome
+    policy: str | None = None
+    patch_ops: int = 0
+    pod_name: str = ""
+    namespace: str = ""
+
+
+class Admitter(Protocol):
+    """The one call the transport makes.
+
+    Raises only MalformedReview (the object is not shaped like a Pod: HTTP 400); any other
+    problem is answered inside the returned Admission.
+    """
+
+    def admit(self, request: ReviewRequest) -> Admission: ...
+
+
+def _pod_name(meta: dict[str, Any], request: ReviewRequest) -> str:
+    # Controller-created pods have only generateName at admission time.
+    name = meta.get("name") or meta.get("generateName") or request.name
+    return name if isinstance(name, str) else ""
+
+
+class PolicyAdmitter:
+    """Applies the serving policy set to opted-in pods.
+
+    `policies` returns the serving set; it is read once per request, so one request always
+    sees one whole set even while a reload swaps it.
+    """
+
+    def __init__(
+        self,
+        policies: Callable[[], PolicySet | None],
+        settings: EngineSettings,
+        *,
+        mutate: MutateFn | None = None,
+    ) -> None:
+        if mutate is None:
+            mutate = engine_mutate
+        self._policies = policies
+        self._settings = settings
+        self._mutate = mutate
+
+    def admit(self, request: ReviewRequest) -> Admission:
+        uid = request.uid
+        pod = request.object
+        if not request.is_pod_create or pod is None:
+            return Admission(build_response(uid), "passthrough", namespace=request.namespace)
+        meta: dict[str, Any] = pod.get("metadata") or {}
+        namespace = request.namespace or meta.get("namespace") or ""
+        name = _pod_name(meta, request)
+        policy = (meta.get("labels") or {}).get(POLICY_LABEL)
+        if policy is None or MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+            return Admission(build_response(uid), "passthrough", policy, 0, name, namespace)
+        policies = self._policies() or _EMPTY
+        try:
+            mutation = self._mutate(pod, namespace, policies, self._settings)
+            return self._answer(uid, mutation, name, namespace)
+        except InvalidPod as exc:
+            raise MalformedReview(f"request.object: {exc}") from None
+        except Exception:
+            # Fail open: a bug here must not block every opted-in pod in the cluster.
+            logger.exception(
+                "mutation engine failed; admitting the pod unchanged",
+                extra={"uid": uid, "namespace": namespace, "pod": name, "policy": policy},
+            )
+            warning = f"internal error applying policy {policy!r}; pod admitted unchanged"
+            review = build_response(uid, warnings=[warning])
+            return Admission(review, "failed_open", policy, 0, name, namespace)
+
+    @staticmethod
+    def _answer(uid: str, mutation: Mutation, name: str, namespace: str) -> Admission:
+        if not mutation.allowed:
+            review = build_response(
+                uid, allowed=False, warnings=mutation.warnings, status_message=mutation.denial
+            )
+            return Admission(review, "denied", mutation.policy, 0, name, namespace)
+        review = build_response(uid, patch=mutation.patch, warnings=mutation.warnings)
+        outcome: Outcome = "mutated" if mutation.patch else "unchanged"
+        return Admission(review, outcome, mutation.policy, len(mutation.patch), name, namespace)

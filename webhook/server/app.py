@@ -1,0 +1,298 @@
+"""The HTTPS admission server: aiohttp transport around the `Admitter` protocol.
+
+Routes: `POST /mutate` (and `/mutate/`), `GET /healthz` (process alive), `GET /readyz`
+(policies loaded and TLS ready). Metrics are served on a separate plain-HTTP port.
+
+Error channels: a malformed review or an oversized body is answered HTTP 400 with a
+plain-text message; a policy denial is a normal 200 AdmissionReview with `allowed: false`.
+
+Use as an async context manager (binds on enter, drains in-flight requests on exit):
+
+    async with WebhookServer(config) as server:
+        print(server.url)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from aiohttp import web
+
+from webhook import jsonio
+from webhook.engine.mutation import EngineSettings
+from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
+from webhook.server.metrics import WebhookMetrics, serve_metrics
+from webhook.server.reload import PolicyStore, PolicyWatcher
+from webhook.server.review import MalformedReview, build_response, parse_review
+from webhook.server.tls import TlsReloader
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "STATE",
+    "ServerConfig",
+    "WebhookServer",
+    "WebhookState",
+    "build_app",
+    "make_app",
+]
+
+logger = logging.getLogger(__name__)
+access_logger = logging.getLogger("webhook.access")
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024  # a large Pod is ~100 KiB; etcd caps objects at 1.5 MiB
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    policies_dir: Path
+    cert_path: Path
+    key_path: Path
+    host: str = "0.0.0.0"
+    port: int = 8443
+    metrics_host: str | None = None  # default: same as host
+    metrics_port: int | None = 9102  # None: no metrics listener; 0: any free port
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    tls_reload_interval: float = 10.0
+    policy_poll_interval: float = 10.0
+    # Below the default 30 s terminationGracePeriodSeconds, so in-flight requests finish.
+    shutdown_timeout: float = 20.0
+
+
+# Mutable on purpose: the metrics port is only known once the listener has started.
+@dataclass(slots=True)
+class WebhookState:
+    admitter: Admitter
+    metrics: WebhookMetrics
+    store: PolicyStore
+    tls: TlsReloader | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    metrics_port: int | None = None
+    # Graceful shutdown: admissions still running, and the event set when they reach zero.
+    in_flight: int = 0
+    drained: asyncio.Event | None = None
+
+
+STATE = web.AppKey("topoplace_state", WebhookState)
+
+
+def _bad_request(state: WebhookState, started: float, message: str) -> web.Response:
+    elapsed = time.perf_counter() - started
+    state.metrics.admission("malformed", None, elapsed)
+    _access_log({"outcome": "malformed", "error": message, "latency_ms": round(elapsed * 1e3, 3)})
+    return web.Response(status=400, text=f"malformed AdmissionReview: {message}\n")
+
+
+def _access_log(fields: dict[str, object]) -> None:
+    """One INFO record on `webhook.access` with `fields` as its extras.
+
+    Built with makeRecord + handle rather than `.info()`: that skips the caller lookup (a
+    stack walk per record) the access log has no use for; level, filters, handlers and
+    propagation behave as for `.info()`.
+    """
+    if access_logger.isEnabledFor(logging.INFO):
+        record = access_logger.makeRecord(
+            access_logger.name, logging.INFO, __file__, 0, "admission", (), None, extra=fields
+        )
+        access_logger.handle(record)
+
+
+def _log(admission: Admission, uid: str, dry_run: bool, elapsed: float) -> None:
+    _access_log(
+        {
+            "uid": uid,
+            "namespace": admission.namespace,
+            "pod": admission.pod_name,
+            "policy": admission.policy,
+            "outcome": admission.outcome,
+            "patch_ops": admission.patch_ops,
+            "dry_run": dry_run,
+            "latency_ms": round(elapsed * 1e3, 3),
+        }
+    )
+
+
+async def _mutate(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    state.in_flight += 1
+    try:
+        return await _admit(request, state)
+    finally:
+        state.in_flight -= 1
+        if state.in_flight == 0 and state.drained is not None:
+            state.drained.set()
+
+
+async def _admit(request: web.Request, state: WebhookState) -> web.Response:
+    started = time.perf_counter()
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _bad_request(
+            state, started, f"body larger than the {state.max_body_bytes}-byte limit"
+        )
+    try:
+        review = parse_review(body)
+    except MalformedReview as exc:
+        return _bad_request(state, started, str(exc))
+    try:
+        admission = state.admitter.admit(review)
+    except MalformedReview as exc:
+        return _bad_request(state, started, str(exc))
+    except Exception:
+        # The Admitter contract says this cannot happen; if it does, still fail open.
+        logger.exception("admitter raised; admitting unchanged", extra={"uid": review.uid})
+        review_out = build_response(review.uid, warnings=["internal error; admitted unchanged"])
+        admission = Admission(review_out, "failed_open", namespace=review.namespace)
+    payload = jsonio.dumps(admission.review)
+    elapsed = time.perf_counter() - started
+    state.metrics.admission(admission.outcome, admission.policy, elapsed)
+    _log(admission, review.uid, review.dry_run, elapsed)
+    return web.Response(body=payload, content_type="application/json")
+
+
+async def _healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    problems = []
+    if state.store.current is None:
+        problems.append("no policy set loaded")
+    if state.tls is None or not state.tls.ready:
+        problems.append("TLS not ready")
+    if problems:
+        return web.Response(status=503, text="; ".join(problems) + "\n")
+    return web.Response(text="ready\n")
+
+
+def make_app(state: WebhookState) -> web.Application:
+    """The routes around `state`, with no background tasks (tests drive this in-process)."""
+    app = web.Application(client_max_size=state.max_body_bytes)
+    app[STATE] = state
+    app.router.add_post("/mutate", _mutate)
+    app.router.add_post("/mutate/", _mutate)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    return app
+
+
+def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Application:
+    """Load policies and TLS (raising PolicyLoadError / OSError / ssl.SSLError at startup),
+    and register the watchers and the metrics listener as the app's lifecycle."""
+    metrics = WebhookMetrics()
+    store = PolicyStore()
+    watcher = PolicyWatcher(
+        config.policies_dir,
+        store,
+        on_swap=lambda s: metrics.policy_set_loaded(s.generation_hash, s.names),
+        on_error=lambda _errors: metrics.policy_reload_failed(),
+    )
+    watcher.load_initial()
+    tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
+    admitter = PolicyAdmitter(lambda: store.current, config.settings, mutate=mutate)
+    state = WebhookState(admitter, metrics, store, tls, config.max_body_bytes)
+    app = make_app(state)
+
+    async def background(_app: web.Application) -> AsyncIterator[None]:
+        tasks = [
+            asyncio.create_task(watcher.watch(config.policy_poll_interval), name="policy-watch"),
+            asyncio.create_task(tls.watch(config.tls_reload_interval), name="tls-watch"),
+        ]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def metrics_listener(_app: web.Application) -> AsyncIterator[None]:
+        if config.metrics_port is None:
+            yield
+            return
+        host = config.metrics_host or config.host
+        async with serve_metrics(metrics, host=host, port=config.metrics_port) as port:
+            state.metrics_port = port
+            yield
+
+    app.cleanup_ctx.append(background)
+    app.cleanup_ctx.append(metrics_listener)
+    return app
+
+
+class WebhookServer:
+    """The webhook as an async context manager: `port`, `url` and `state` once entered."""
+
+    def __init__(self, config: ServerConfig, *, mutate: MutateFn | None = None) -> None:
+        self.config = config
+        self._mutate = mutate
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.state: WebhookState | None = None
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.state.metrics_port if self.state is not None else None
+
+    @property
+    def url(self) -> str:
+        host = self.config.host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"https://{host}:{self.port}/mutate"
+
+    async def __aenter__(self) -> WebhookServer:
+        app = build_app(self.config, mutate=self._mutate)
+        self.state = app[STATE]
+        tls = self.state.tls
+        if tls is None:  # build_app always sets it; this keeps the type checker honest
+            raise RuntimeError("TLS context missing")
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout)
+        try:
+            await runner.setup()  # starts the cleanup_ctx lifecycles (watchers, metrics)
+            site = web.TCPSite(
+                runner, self.config.host, self.config.port, ssl_context=tls.listening, backlog=1024
+            )
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None or self.state is None:
+            return
+        # Refuse new connections, then let running admissions finish, including ones whose
+        # body is still arriving (aiohttp's own shutdown drops data received after it
+        # starts), then close keep-alive connections and stop the background tasks.
+        for site in list(runner.sites):
+            await site.stop()
+        state = self.state
+        if state.in_flight:
+            state.drained = asyncio.Event()
+            try:
+                async with asyncio.timeout(self.config.shutdown_timeout):
+                    await state.drained.wait()
+            except TimeoutError:
+                logger.warning(
+                    "shutdown timeout: abandoning in-flight admissions",
+                    extra={"in_flight": state.in_flight},
+                )
+        await runner.cleanup()
