@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.cache.download import download, list_source, open_source
+from agent.cache.download import download
 from agent.cache.durable import fsync_dir
 from agent.cache.evict import make_room
 from agent.cache.lock import DatasetLock
 from agent.cache.progress import ProgressReporter, format_summary
+from agent.cache.source import list_source, open_source
 from agent.cache.source_errors import CacheWriteError, RetryPolicy
 from common.cache_layout import (
     MARKER_FILE,
@@ -89,7 +90,7 @@ def request_problem(dataset: str, version: str) -> str | None:
 
 
 def _touch(marker: Path) -> None:
-    """Record use for LRU eviction (see cache_evict); harmless if the mount is read-only."""
+    """Record use for LRU eviction (see evict.py); harmless if the mount is read-only."""
     try:
         os.utime(marker)
     except OSError as exc:

@@ -1,5 +1,5 @@
 """What can go wrong reading a dataset source, and what to do about it: the error types the
-prefetch reports (each maps to one exit code in cmd_prefetch), how a client-library failure is
+prefetch reports (each maps to one exit code in cli/prefetch.py), how a client-library failure is
 classified (missing, denied, transient), and the retry policy for transient ones.
 """
 

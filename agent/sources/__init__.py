@@ -3,6 +3,8 @@
 Every source exposes `discover(root, ...) -> frozen dataclass`. The helpers here are the one
 place attribute files are read and cleaned, so a missing, empty or garbled file produces the
 same `SysfsError` everywhere and the caller decides whether to skip the device.
+
+Imports: `common` only (the cache layout, for the dataset markers).
 """
 
 from __future__ import annotations

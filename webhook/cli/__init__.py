@@ -1,0 +1,5 @@
+"""The `topoplace-webhook` commands, each a thin layer over its room.
+
+`main` lists the subcommands; each module has `add_arguments(parser)` and `run(args)`, and
+imports its heavy dependencies inside `run`. Imports any webhook room and `common`.
+"""

@@ -4,7 +4,8 @@ No I/O and no mutation of the input: the levels of the pod that change are copie
 step edits the copy, and the RFC 6902 patch is the diff of copy against input, so patch and
 result always agree. The returned pod shares unchanged parts with the input: treat both as
 read-only.
-Each step lives in its own module (affinity, resources, datasets, launcher, env).
+Each step lives in its own module (affinity, resources, datasets, launcher, env); the pod's
+shape is checked first (pod_shape), so the steps can trust the fields they edit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from webhook.engine.env import add_env
 from webhook.engine.launcher import bind_numa
 from webhook.engine.mutation import EngineSettings, Mutation
 from webhook.engine.patch import clone, json_diff
+from webhook.engine.pod_shape import check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
 from webhook.engine.workers import all_containers, pod_gpus, select_workers
 from webhook.policy.loader import PolicySet
@@ -29,13 +31,9 @@ from webhook.policy.model import PlacementPolicy
 from webhook.policy.quantity import parse_quantity
 from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
 
-__all__ = ["InvalidPod", "mutate"]
+__all__ = ["mutate"]
 
 _DEFAULT_SETTINGS = EngineSettings()
-
-
-class InvalidPod(ValueError):
-    """The object is not shaped like a Pod (or pod template); the server answers 400."""
 
 
 def mutate(
@@ -45,12 +43,12 @@ def mutate(
     settings: EngineSettings = _DEFAULT_SETTINGS,
 ) -> Mutation:
     """Apply the policy the pod names (label topoplace.io/policy) and return the verdict."""
-    metadata = _mapping(pod.get("metadata"), "metadata")
-    labels = _mapping(metadata.get("labels"), "metadata.labels")
+    metadata = mapping(pod.get("metadata"), "metadata")
+    labels = mapping(metadata.get("labels"), "metadata.labels")
     name = labels.get(POLICY_LABEL)
     if name is None:
         return Mutation(pod=pod)
-    annotations = _mapping(metadata.get("annotations"), "metadata.annotations")
+    annotations = mapping(metadata.get("annotations"), "metadata.annotations")
     if MIRROR_ANNOTATION in annotations:
         return Mutation(
             pod=pod,
@@ -66,12 +64,7 @@ def mutate(
     if annotations.get(APPLIED_ANNOTATION) == applied:
         return Mutation(pod=pod, policy=name)
 
-    spec = pod.get("spec")
-    if not isinstance(spec, dict):
-        raise InvalidPod("spec must be an object holding the pod's containers")
-    for key in ("containers", "initContainers"):
-        _containers(spec.get(key), f"spec.{key}")
-    _affinity_fields(spec)
+    check_spec(pod.get("spec"))
     new = _working_copy(pod)
     warnings: list[str] = []
     _apply(new["spec"], policy, _plan(policy, applied), settings, warnings)
@@ -206,72 +199,3 @@ def _some(names: tuple[str, ...], limit: int = 5) -> str:
         return "(none loaded)"
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidPod(f"{where} must be an object, got {type(value).__name__}")
-    return value
-
-
-def _containers(value: Any, where: str) -> None:
-    if value is None:
-        return
-    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
-        raise InvalidPod(f"{where} must be a list of container objects")
-    for i, container in enumerate(value):
-        _container_fields(container, f"{where}[{i}]")
-
-
-def _objects(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
-        raise InvalidPod(f"{where} must be a list of objects")
-    return value
-
-
-def _affinity_fields(spec: dict[str, Any]) -> None:
-    """The node affinity levels the affinity step edits must be objects and lists of them."""
-    affinity = _mapping(spec.get("affinity"), "spec.affinity")
-    node = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
-    where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    required = _mapping(node.get("requiredDuringSchedulingIgnoredDuringExecution"), where)
-    for i, term in enumerate(
-        _objects(required.get("nodeSelectorTerms"), where + ".nodeSelectorTerms")
-    ):
-        _objects(term.get("matchExpressions"), f"{where}.nodeSelectorTerms[{i}].matchExpressions")
-    _objects(
-        node.get("preferredDuringSchedulingIgnoredDuringExecution"),
-        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-    )
-
-
-# Container fields the steps read or edit, and the JSON type each must have. The API server
-# always sends typed objects; offline files and fuzzers may not, and get a 400-style error.
-_LIST_OF_STR = ("command", "args")
-_LIST_OF_OBJ = ("env", "volumeMounts")
-
-
-def _container_fields(container: dict[str, Any], where: str) -> None:
-    if not isinstance(container.get("name", ""), str):
-        raise InvalidPod(f"{where}.name must be a string")
-    for key in _LIST_OF_STR:
-        items = container.get(key)
-        if items is not None and (
-            not isinstance(items, list) or not all(isinstance(x, str) for x in items)
-        ):
-            raise InvalidPod(f"{where}.{key} must be a list of strings")
-    for key in _LIST_OF_OBJ:
-        items = container.get(key)
-        if items is not None and (
-            not isinstance(items, list) or not all(isinstance(x, dict) for x in items)
-        ):
-            raise InvalidPod(f"{where}.{key} must be a list of objects")
-    resources = _mapping(container.get("resources"), f"{where}.resources")
-    for key in ("requests", "limits"):
-        amounts = _mapping(resources.get(key), f"{where}.resources.{key}")
-        if not all(isinstance(v, str | int | float) for v in amounts.values()):
-            raise InvalidPod(f"{where}.resources.{key} values must be quantities")

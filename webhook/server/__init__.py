@@ -1,0 +1,9 @@
+"""The HTTPS admission server: AdmissionReview in, JSONPatch out.
+
+`review` parses and checks the request, `response` builds the answer, `admission` decides
+with the engine, `app` is the aiohttp application (access log, health, drain on SIGTERM),
+`tls` serves and reloads the key pair, `reload` swaps the policy set when its files change,
+`metrics` is the Prometheus registry.
+
+Imports: `engine`, `policy`, the webhook wire formats and `common`; never `certs` or `cli`.
+"""

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from webhook.engine.mutation import EngineSettings, Mutation
-from webhook.engine.recipe import InvalidPod
+from webhook.engine.pod_shape import InvalidPod
 from webhook.engine.recipe import mutate as engine_mutate
 from webhook.policy.loader import PolicySet
-from webhook.server.review import AdmissionReviewOut, MalformedReview, ReviewRequest, build_response
+from webhook.server.response import build_response
+from webhook.server.review import AdmissionReviewOut, MalformedReview, ReviewRequest
 from webhook.vocabulary import MIRROR_ANNOTATION, POLICY_LABEL
 
 __all__ = ["Admission", "Admitter", "MutateFn", "Outcome", "PolicyAdmitter"]

@@ -29,7 +29,8 @@ from webhook.engine.mutation import EngineSettings
 from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.reload import PolicyStore, PolicyWatcher
-from webhook.server.review import MalformedReview, build_response, parse_review
+from webhook.server.response import build_response
+from webhook.server.review import MalformedReview, parse_review
 from webhook.server.tls import TlsReloader
 
 __all__ = [

@@ -1,8 +1,8 @@
-"""AdmissionReview `admission.k8s.io/v1` on the wire: types, request validation, response builder.
+"""AdmissionReview `admission.k8s.io/v1` on the wire: the types, and the request read from it.
 
 Two error channels: a body that is not a usable AdmissionReview raises `MalformedReview`
 (the server answers HTTP 400 with its message); a pod the policy rejects is a normal
-response with `allowed: false` (built here by `build_response`).
+response with `allowed: false` (built by `response.build_response`).
 
 The wire types are logic-free TypedDicts with the camelCase names Kubernetes uses; the parsed
 request is a frozen dataclass so the admission logic never touches raw JSON shapes it has not
@@ -11,8 +11,6 @@ been promised.
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
@@ -21,8 +19,6 @@ from webhook import jsonio
 __all__ = [
     "API_VERSION",
     "KIND",
-    "MAX_WARNING_CHARS",
-    "WARNING_PREFIX",
     "AdmissionRequest",
     "AdmissionResponse",
     "AdmissionReviewIn",
@@ -32,16 +28,11 @@ __all__ = [
     "Operation",
     "ResponseStatus",
     "ReviewRequest",
-    "build_response",
-    "format_warning",
     "parse_review",
 ]
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
-# kube-apiserver truncates longer warnings; keep each one readable in `kubectl` output.
-MAX_WARNING_CHARS: Final = 120
-WARNING_PREFIX: Final = "topoplace: "
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 _OPERATIONS: Final[frozenset[str]] = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
@@ -281,48 +272,3 @@ def parse_review(body: bytes | str) -> ReviewRequest:
             raise MalformedReview("request.object must hold the Pod for a Pod CREATE")
         _check_pod(obj)
     return parsed
-
-
-def format_warning(text: str) -> str:
-    """`topoplace: ` + text on one line, at most MAX_WARNING_CHARS (cut at a word, then `…`).
-
-    kube-apiserver and kubectl handle short warnings best; the full text of every warning
-    is what `topoplace-webhook mutate` prints offline.
-    """
-    line = WARNING_PREFIX + " ".join(text.split())
-    if len(line) <= MAX_WARNING_CHARS:
-        return line
-    cut = line[: MAX_WARNING_CHARS - 1]
-    # End on a word boundary unless that would throw away much of the message.
-    space = cut.rfind(" ")
-    if space >= MAX_WARNING_CHARS * 3 // 4:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:") + "…"
-
-
-def build_response(
-    uid: str,
-    *,
-    allowed: bool = True,
-    patch: Sequence[dict[str, Any]] = (),
-    warnings: Iterable[str] = (),
-    status_message: str | None = None,
-    status_code: int = 403,
-) -> AdmissionReviewOut:
-    """The AdmissionReview to send back. Pure: no I/O, no clock, no globals.
-
-    `patchType` appears only with a non-empty patch; a denial (`allowed=False`) carries
-    `status.code`/`status.message` so `kubectl` shows the reason.
-    """
-    response: AdmissionResponse = {"uid": uid, "allowed": allowed}
-    if patch and allowed:
-        raw = jsonio.dumps(patch if isinstance(patch, list) else list(patch))
-        response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(raw).decode("ascii")
-    formatted = [format_warning(w) for w in warnings]
-    if formatted:
-        response["warnings"] = formatted
-    if not allowed:
-        message = status_message or "denied by topoplace"
-        response["status"] = {"code": status_code, "message": message}
-    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}

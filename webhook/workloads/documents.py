@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from webhook.engine.mutation import EngineSettings
 from webhook.engine.patch import JsonPatch, prefix_patch
-from webhook.engine.recipe import InvalidPod, mutate
+from webhook.engine.pod_shape import InvalidPod
+from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet
 from webhook.vocabulary import POLICY_LABEL
 from webhook.workloads.templates import PodTemplate, pod_templates, replace_at

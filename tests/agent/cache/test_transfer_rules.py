@@ -9,8 +9,8 @@ import aiohttp
 import botocore.exceptions
 import pytest
 
-from agent.cache.download import open_source
 from agent.cache.progress import ProgressSnapshot, format_progress, format_summary
+from agent.cache.source import open_source
 from agent.cache.source_errors import RetryPolicy, SourceInvalid, classify_remote
 from agent.cli.prefetch import parse_size
 from common.backoff import BackoffPolicy

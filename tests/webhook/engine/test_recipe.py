@@ -15,7 +15,8 @@ from common.vocabulary import Label, dataset_label
 from tests.webhook.builders import GPU, SETTINGS, check_mutation, container, make_pod, policy_doc
 from webhook.engine.datasets import CACHE_VOLUME
 from webhook.engine.mutation import EngineSettings
-from webhook.engine.recipe import InvalidPod, mutate
+from webhook.engine.pod_shape import InvalidPod
+from webhook.engine.recipe import mutate
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
 
 PLACEMENT = {

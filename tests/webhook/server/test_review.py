@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.webhook.server.conftest import REFERENCE_REVIEW, admission_review, gpu_pod
-from webhook.server.review import MalformedReview, build_response, format_warning, parse_review
+from webhook.server.response import build_response, format_warning
+from webhook.server.review import MalformedReview, parse_review
 
 
 def _body(doc: Any) -> bytes:
