@@ -60,10 +60,10 @@ def mutate(
         return _missing(pod, name, policies, settings)
     if not policy.allows_namespace(namespace):
         return _forbidden(pod, policy, namespace)
+    # The applied annotation is a record, never a reason to skip: on reinvocation another
+    # webhook (a sidecar injector) may have added containers that still need the policy.
+    # The steps are idempotent, so an unchanged pod still gets an empty patch.
     applied = f"{name}@{policies.hash_of(name)}"
-    if annotations.get(APPLIED_ANNOTATION) == applied:
-        return Mutation(pod=pod, policy=name)
-
     check_spec(pod.get("spec"))
     new = _working_copy(pod)
     warnings: list[str] = []

@@ -11,10 +11,11 @@ from typing import Any
 import jsonpatch
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.kube import assert_valid, parse_quantity, qos_class
 from tests.webhook.builders import SETTINGS, policy_doc, write_yaml
-from tests.webhook.strategies import pods
+from tests.webhook.strategies import container, pods
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet, load_policy_dir
 from webhook.vocabulary import APPLIED_ANNOTATION
@@ -104,6 +105,27 @@ def test_mutating_twice_adds_nothing(policy_set, pod):
     del stripped["metadata"]["annotations"][APPLIED_ANNOTATION]
     again = mutate(stripped, "ml-team", policy_set, SETTINGS)
     assert [op["path"] for op in again.patch] == ["/metadata/annotations/topoplace.io~1applied"]
+
+
+@common
+@given(
+    pod=pods(NAMES),
+    added=st.lists(st.booleans(), min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_reinvocation_brings_added_containers_to_the_same_state(policy_set, pod, added, data):
+    # A sidecar injector (a service mesh) adds containers after us; the API server calls us
+    # again (reinvocationPolicy: IfNeeded) with the applied annotation already on the pod.
+    once = mutate(pod, "ml-team", policy_set, SETTINGS).pod
+    injected = copy.deepcopy(once)
+    for i, as_init in enumerate(added):
+        new = data.draw(container(f"injected-{i}", gpu=False, sidecar=as_init))
+        injected["spec"].setdefault("initContainers" if as_init else "containers", []).append(new)
+    again = mutate(injected, "ml-team", policy_set, SETTINGS)
+    assert jsonpatch.apply_patch(injected, again.patch) == again.pod
+    assert_valid(again.pod)
+    assert qos_class(again.pod) == "Guaranteed"
+    assert mutate(again.pod, "ml-team", policy_set, SETTINGS).patch == []
 
 
 @common
