@@ -1,4 +1,11 @@
-"""Capped exponential backoff with full jitter that honours a server's Retry-After.
+"""Capped exponential backoff with full jitter that obeys a server's Retry-After.
+
+A Retry-After is taken as given, as client-go does: the server said when, so our own
+exponential ceiling must not stretch it (waiting longer only delays convergence) and it does
+not count as an exponential step. Only the floor (never spin on `Retry-After: 0`) and a cap
+(a bad header must not park us for days) apply. `urgent=True` bounds the ceiling at
+`urgent_cap` for a caller that holds a change nobody has seen yet and must notice quickly
+when the server is back; full jitter and the floor still apply.
 
 Time and randomness are injected: production passes `asyncio.sleep` and `random.random`;
 tests pass a recording sleep that never really waits (see `RecordingSleep`), so a run of
@@ -28,9 +35,15 @@ class BackoffPolicy:
     floor: float = 0.1
     # A Retry-After longer than this is treated as this (a bad header must not park us for days).
     retry_after_cap: float = 300.0
+    # Ceiling while a change waits to be delivered (see `next_delay(urgent=True)`).
+    urgent_cap: float = 1.5
 
     def __post_init__(self) -> None:
-        if not 0 <= self.floor <= self.initial <= self.cap or self.multiplier < 1:
+        if (
+            not 0 <= self.floor <= self.initial <= self.cap
+            or self.multiplier < 1
+            or not self.floor <= self.urgent_cap
+        ):
             raise ValueError(f"inconsistent backoff policy: {self}")
 
 
@@ -54,17 +67,28 @@ class Backoff:
     def reset(self) -> None:
         self._attempt = 0
 
-    def next_delay(self, *, retry_after: float | None = None) -> float:
-        """Seconds to wait before the next attempt; counts this failure."""
+    def next_delay(self, *, retry_after: float | None = None, urgent: bool = False) -> float:
+        """Seconds to wait before the next attempt.
+
+        With `retry_after` (seconds, as the server sent it): exactly that, floored and capped,
+        and the exponential attempt count is left alone. Otherwise full jitter under a
+        ceiling that doubles per failure; `urgent` bounds that ceiling at `urgent_cap`.
+        """
         p = self._policy
+        if retry_after is not None:
+            # The server said when: earlier only earns another 429, later only delays us.
+            return min(max(p.floor, retry_after), p.retry_after_cap)
         # Exponent capped so a long outage cannot overflow the float.
         ceiling = min(p.cap, p.initial * p.multiplier ** min(self._attempt, 64))
         self._attempt += 1
-        delay = max(p.floor, self._random() * ceiling)
-        if retry_after is not None and retry_after > 0:
-            # The server said when; waiting less would only earn another 429.
-            delay = max(delay, min(retry_after, p.retry_after_cap))
-        return delay
+        if urgent:
+            ceiling = min(ceiling, p.urgent_cap)
+        return max(p.floor, self._random() * ceiling)
+
+    def urgent_delay(self) -> float:
+        """A jittered short pause (floor to `urgent_cap`) for a change that just arrived."""
+        p = self._policy
+        return max(p.floor, self._random() * p.urgent_cap)
 
 
 class RecordingSleep:

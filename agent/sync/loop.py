@@ -4,8 +4,13 @@ One reconcile = discover, GET the node, PATCH only the owned keys that differ (n
 equal, so a restart on unchanged hardware writes nothing). Reconciles run at start, every
 resync interval (repairing hand edits, picking up hardware changes) and right after a poke
 from the cache watcher; pokes arriving meanwhile coalesce into one. Failures never end the
-loop: API errors and a missing node back off (capped, jittered, Retry-After honoured) and a
-failed discovery keeps publishing the last good result instead of deleting labels.
+loop: API errors and a missing node back off (capped, jittered) and a failed discovery keeps
+publishing the last good result instead of deleting labels. A server's Retry-After is obeyed
+exactly. While a change waits to be published (a cache event, or discovery differing from
+what was last published), the backoff ceiling drops to `urgent_cap` and a poke during a
+backoff cuts the wait short, so the change lands within about a second of the API answering
+again; with nothing new to say the loop backs off all the way (a fleet restarting into an
+outage must not hammer the API server).
 Each reconcile is reported as a frozen `Reconciled` record; `log_event` and the metrics
 consume them.
 """
@@ -60,6 +65,8 @@ class Reconciled:
     error: str | None
     next_in: float
     at: float  # wall-clock seconds, for "last successful sync"
+    retry_after: float | None = None  # the server's Retry-After, when it sent one
+    urgent: bool = False  # a change waits to be published: retry soon
 
 
 SyncEvent = Reconciled | ApiCall
@@ -122,10 +129,14 @@ class SyncLoop:
         self._poked = asyncio.Event()
         self._poke_reason = ""
         self._last_good: NodeMeta | None = None
+        self._published: NodeMeta | None = None  # what the node showed after the last sync
+        self._pokes = 0  # pokes ever received; `_delivered` = those a sync has covered
+        self._delivered = 0
 
     def poke(self, reason: str) -> None:
         """Ask for a reconcile soon (cache watcher). Many pokes before it runs count as one."""
         self._poke_reason = reason
+        self._pokes += 1
         self._poked.set()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -138,23 +149,44 @@ class SyncLoop:
                 await self._sleep(self._settle)
             event = await self.reconcile(trigger, reason)
             self._emit(event)
-            # Only a healthy loop reacts to pokes early; while failing, the backoff rules.
-            trigger = await self._wait(event.next_in, stop=stop, interruptible=event.synced)
+            trigger = await self._wait(event, stop=stop)
             reason = {
                 "cache": self._poke_reason,
                 "resync": "resync interval",
                 "retry": "retry after failure",
             }.get(trigger or "", "")
 
-    async def _wait(
-        self, delay: float, *, stop: asyncio.Event, interruptible: bool
-    ) -> Trigger | None:
-        if interruptible and self._poked.is_set():
+    async def _wait(self, event: Reconciled, *, stop: asyncio.Event) -> Trigger | None:
+        """Sleep `event.next_in`. A healthy loop wakes for a poke at once; a failing one
+        shortens its backoff to an urgent pause, unless the server's Retry-After rules."""
+        healthy = event.synced
+        if healthy and self._poked.is_set():
             return "cache"
+        listen = healthy or event.retry_after is None
+        started = self._clock()
+        woke = await self._nap(event.next_in, stop=stop, listen=listen)
+        if woke == "stop":
+            return None
+        if woke == "slept":
+            return "resync" if healthy else "retry"
+        if healthy:
+            return "cache"
+        # A change arrived during a backoff: try again soon, but never sooner than the floor.
+        left = event.next_in - (self._clock() - started)
+        pause = min(left, self._backoff.urgent_delay())
+        if pause > 0 and await self._nap(pause, stop=stop, listen=False) == "stop":
+            return None
+        return "retry"
+
+    async def _nap(
+        self, delay: float, *, stop: asyncio.Event, listen: bool
+    ) -> Literal["slept", "poked", "stop"]:
+        if listen and self._poked.is_set():
+            return "poked"
         sleeper = asyncio.ensure_future(self._sleep(delay))
         stopper = asyncio.ensure_future(stop.wait())
         waiters = {sleeper, stopper}
-        poke = asyncio.ensure_future(self._poked.wait()) if interruptible else None
+        poke = asyncio.ensure_future(self._poked.wait()) if listen else None
         if poke is not None:
             waiters.add(poke)
         try:
@@ -164,10 +196,10 @@ class SyncLoop:
                 task.cancel()
             await asyncio.gather(*waiters, return_exceptions=True)
         if stop.is_set():
-            return None
+            return "stop"
         if poke is not None and self._poked.is_set():
-            return "cache"
-        return "resync" if interruptible else "retry"
+            return "poked"
+        return "slept"
 
     async def _discover_desired(self) -> tuple[NodeMeta | None, float, str | None]:
         started = self._clock()
@@ -181,6 +213,7 @@ class SyncLoop:
     async def reconcile(self, trigger: Trigger, reason: str = "") -> Reconciled:
         """One pass: discover, compare, patch if needed. Never raises for transient failures."""
         self._poked.clear()  # pokes from now on deserve another pass
+        covered = self._pokes
         desired, seconds, discovery_error = await self._discover_desired()
         changes: tuple[Change, ...] = ()
         error = discovery_error
@@ -204,11 +237,18 @@ class SyncLoop:
                 retry_after = exc.retry_after
             if synced and discovery_error is not None:
                 result = "discovery_error"  # published the last good result; retry discovery
+        if synced:
+            self._published, self._delivered = desired, covered
+        # Something the node has not seen yet: a poke no sync covered, or new discovery.
+        urgent = not synced and (
+            self._pokes > self._delivered
+            or (self._published is not None and desired not in (None, self._published))
+        )
         if result in ("patched", "unchanged"):
             self._backoff.reset()
             next_in = self._resync
         else:
-            next_in = self._backoff.next_delay(retry_after=retry_after)
+            next_in = self._backoff.next_delay(retry_after=retry_after, urgent=urgent)
         return Reconciled(
             node=self._node,
             trigger=trigger,
@@ -221,4 +261,6 @@ class SyncLoop:
             error=error,
             next_in=next_in,
             at=self._wall(),
+            retry_after=retry_after,
+            urgent=urgent,
         )

@@ -6,7 +6,8 @@ label and annotation maps both null-delete) and JSON-patch, `metadata.resourceVe
 bumped whenever a write changes the object (a no-op write leaves it, as kube-apiserver does),
 an optimistic-concurrency 409 when a patch carries a stale resourceVersion, 404/409/415/422
 `Status` objects, and label validation. Tests plan faults (500, 429 + Retry-After, 409,
-dropped connections) in a queue and read a request log. `stop_listening()` /
+dropped connections) in a queue, or an outage that lasts until `recover()` (`fail_all`), and
+read a request log with arrival times. `stop_listening()` /
 `start_listening()` make the port refuse connections and come back on the same port.
 """
 
@@ -17,6 +18,7 @@ import base64
 import copy
 import json
 import ssl
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ class Request:
     content_type: str
     status: int  # 0: connection dropped without an answer
     body: Any = None
+    at: float = field(default_factory=time.monotonic)  # arrival, time.monotonic()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,7 @@ class FakeApiServer:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     faults: deque[Fault] = field(default_factory=deque)
+    outage: Fault | None = None  # answers every request until recover()
     port: int = 0
     _rv: int = 100
     _runner: web.AppRunner | None = None
@@ -218,6 +222,15 @@ class FakeApiServer:
         md["labels"] = _merge(md.get("labels") or {}, labels)
         md["resourceVersion"] = str(self._rv)
 
+    def fail_all(self, status: int = 500, *, retry_after: str | None = None) -> None:
+        """Answer every request with `status` until `recover()` (a time-bounded outage)."""
+        self.outage = Fault(status, retry_after=retry_after)
+
+    def recover(self) -> float:
+        """End the outage; returns the moment (time.monotonic()) the API answers again."""
+        self.outage = None
+        return time.monotonic()
+
     def count(self, method: str, *, answered: int | None = None) -> int:
         return sum(
             1
@@ -251,6 +264,8 @@ class FakeApiServer:
         fault = next((f for f in self.faults if f.method in (None, request.method)), None)
         if fault is not None:
             self.faults.remove(fault)
+        fault = fault or self.outage
+        if fault is not None:
             if fault.drop:
                 return None
             resp = _status(fault.status, _REASONS.get(fault.status, "InternalError"), "planned")

@@ -66,13 +66,17 @@ def complete_version(root: Path, name: str, version: str, *, files: int = 1) -> 
     return vdir
 
 
-async def wait_until(condition: Callable[[], bool], *, within: float = 10.0) -> None:
-    """Poll `condition` every 20 ms; fail the test if it does not hold within `within` seconds."""
+async def wait_until(
+    condition: Callable[[], bool], *, within: float = 10.0, what: str = "condition"
+) -> float:
+    """Poll `condition` every 20 ms; fail the test, naming `what`, if it does not hold within
+    `within` seconds. Returns the moment (time.monotonic()) it was seen to hold."""
     deadline = time.monotonic() + within
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s")
+            raise AssertionError(f"{what} not met within {within}s")
         await asyncio.sleep(0.02)
+    return time.monotonic()
 
 
 @dataclass

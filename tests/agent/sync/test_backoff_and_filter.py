@@ -20,13 +20,25 @@ def test_full_jitter_stays_under_a_growing_capped_ceiling() -> None:
     assert {low.next_delay() for _ in ceilings} == {0.1}  # never zero: no spinning
 
 
-def test_retry_after_is_honoured_but_bounded_and_reset_starts_over() -> None:
-    b = Backoff(BackoffPolicy(initial=0.5, cap=10, retry_after_cap=120), rand=lambda: 0.5)
+def test_retry_after_is_obeyed_as_given_not_stretched_and_not_counted() -> None:
+    b = Backoff(BackoffPolicy(initial=0.5, cap=10, retry_after_cap=120), rand=lambda: 1.0)
+    for _ in range(6):
+        b.next_delay()  # six failures: the exponential ceiling is now 10 s
+    assert b.next_delay(retry_after=1) == 1  # not max(1, our ceiling)
     assert b.next_delay(retry_after=7) == 7
-    assert b.next_delay(retry_after=86400) == 120
-    assert b.attempts == 2
+    assert b.next_delay(retry_after=86400) == 120  # a bad header cannot park us for days
+    assert b.next_delay(retry_after=0) == 0.1  # never spin, whatever the server says
+    assert b.attempts == 6  # server-timed waits are not exponential steps
     b.reset()
-    assert b.next_delay() == 0.25
+    assert b.next_delay() == 0.5
+
+
+def test_urgent_bounds_the_ceiling_but_keeps_jitter_and_the_floor() -> None:
+    top = Backoff(BackoffPolicy(initial=0.5, cap=60, urgent_cap=1.5), rand=lambda: 1.0)
+    assert [top.next_delay(urgent=True) for _ in range(8)] == [0.5, 1, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5]
+    assert top.next_delay() == 60  # the exponential count went on underneath
+    low = Backoff(BackoffPolicy(urgent_cap=1.5, floor=0.1), rand=lambda: 0.0)
+    assert low.next_delay(urgent=True) == low.urgent_delay() == 0.1
 
 
 def test_an_inconsistent_policy_is_refused() -> None:
