@@ -45,6 +45,9 @@ class Label:
     TOPOLOGY_MANAGER_POLICY = LABEL_PREFIX + "topology-manager-policy"
     TOPOLOGY_MANAGER_SCOPE = LABEL_PREFIX + "topology-manager-scope"
     MEMORY_MANAGER_POLICY = LABEL_PREFIX + "memory-manager-policy"
+    # topologyManagerPolicyOptions: "true"/"false" and an integer
+    TOPOLOGY_MANAGER_PREFER_CLOSEST = LABEL_PREFIX + "topology-manager-prefer-closest-numa-nodes"
+    TOPOLOGY_MANAGER_MAX_NUMA_NODES = LABEL_PREFIX + "topology-manager-max-allowable-numa-nodes"
 
 
 def dataset_label(name: str) -> str:

@@ -39,6 +39,7 @@ class DiscoveryOptions:
     kubelet_config: Path | None = None
     use_nvml: bool = True
     per_device_labels: bool = False
+    kubelet_config_dir: Path | None = None  # the kubelet's --config-dir (drop-ins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ def discover(options: DiscoveryOptions) -> Discovery:
         pci=pci_info,
         nics=nic.discover(root),
         nvml=nvml.discover(enabled=options.use_nvml),
-        kubelet=kubelet.discover(options.kubelet_config),
+        kubelet=kubelet.discover(options.kubelet_config, options.kubelet_config_dir),
         datasets=datasets.discover(options.dataset_root).newest,
     )
     return Discovery(
@@ -96,7 +97,14 @@ def add_discovery_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="kubelet config YAML; its resource-manager policies become labels",
+        help="kubelet config file (YAML or JSON); its resource-manager policies become labels",
+    )
+    parser.add_argument(
+        "--kubelet-config-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the kubelet's --config-dir: its *.conf drop-ins are merged over the config file",
     )
     parser.add_argument(
         "--no-nvml",
@@ -116,6 +124,7 @@ def options_from_args(args: argparse.Namespace) -> DiscoveryOptions:
         sysfs_root=args.sysfs_root,
         dataset_root=args.dataset_root,
         kubelet_config=args.kubelet_config,
+        kubelet_config_dir=args.kubelet_config_dir,
         use_nvml=args.use_nvml,
         per_device_labels=args.per_device_labels,
     )

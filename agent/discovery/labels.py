@@ -64,6 +64,8 @@ def _kubelet_labels(topo: Topology) -> dict[str, str]:
         Label.TOPOLOGY_MANAGER_POLICY: k.topology_manager_policy,
         Label.TOPOLOGY_MANAGER_SCOPE: k.topology_manager_scope,
         Label.MEMORY_MANAGER_POLICY: k.memory_manager_policy,
+        Label.TOPOLOGY_MANAGER_PREFER_CLOSEST: k.prefer_closest_numa_nodes,
+        Label.TOPOLOGY_MANAGER_MAX_NUMA_NODES: k.max_allowable_numa_nodes,
     }
     return {key: value for key, value in fields.items() if value is not None}
 

@@ -1,17 +1,32 @@
-"""Kubelet source: the resource-manager policies from the kubelet's config file (YAML).
+"""Kubelet source: the resource-manager policies the kubelet runs, from its config files.
 
-A readable file that leaves a field out means the kubelet's default, so the default is
-reported: that is the policy the node really runs. No file, an unreadable one or one that is
-not a KubeletConfiguration mapping: nothing is reported (logged once per call).
+The main file (`--config`) may be YAML or JSON (EKS writes JSON). The drop-in directory
+(`--config-dir`) is merged over it as the kubelet merges it: every `*.conf` file below it
+(subdirectories too), in lexical path order, each applied as a JSON merge patch (RFC 7386:
+mappings merge key by key, `null` removes, anything else replaces), then the kubelet's
+defaults fill what is still unset. So a field no file sets is reported with its default:
+that is the policy the node really runs. An unreadable or malformed file means nothing is
+reported (logged once per call): the kubelet itself would refuse to start with it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["DEFAULTS", "KubeletConfig", "discover"]
+__all__ = [
+    "DEFAULTS",
+    "OPTION_DEFAULTS",
+    "KubeletConfig",
+    "discover",
+    "dropin_files",
+    "merge_patch",
+]
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +37,14 @@ DEFAULTS: dict[str, str] = {
     "topologyManagerScope": "container",
     "memoryManagerPolicy": "None",
 }
+# topologyManagerPolicyOptions the kubelet knows (all GA) -> its default.
+OPTION_DEFAULTS: dict[str, str] = {
+    "prefer-closest-numa-nodes": "false",
+    "max-allowable-numa-nodes": "8",
+}
+_DROPIN_SUFFIX = ".conf"
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}  # Go's strconv.ParseBool, as the kubelet
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,32 +53,119 @@ class KubeletConfig:
     topology_manager_policy: str | None = None
     topology_manager_scope: str | None = None
     memory_manager_policy: str | None = None
+    prefer_closest_numa_nodes: str | None = None  # "true" / "false"
+    max_allowable_numa_nodes: str | None = None  # an integer >= 8
 
 
-def discover(config: Path | None) -> KubeletConfig:
-    if config is None:
-        return KubeletConfig()
+class _ConfigError(Exception):
+    pass
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, what the kubelet applies for each drop-in."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def _load(path: Path) -> dict[str, Any]:
     import yaml  # only when a config is given: keeps `--help` and config-less runs light
 
     try:
-        text = config.read_text(encoding="utf-8")
-        doc = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        log.warning("kubelet config %s not read, its policies are not labelled: %s", config, e)
-        return KubeletConfig()
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _ConfigError(f"{path}: not readable: {e}") from None
+    try:
+        # JSON first: PyYAML (YAML 1.1) misreads some valid JSON, such as tab indentation.
+        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise _ConfigError(f"{path}: neither YAML nor JSON: {e}") from None
+    if doc is None:
+        return {}  # an empty drop-in changes nothing
     if not isinstance(doc, dict):
-        log.warning("kubelet config %s is not a YAML mapping, its policies are ignored", config)
+        raise _ConfigError(f"{path}: not a KubeletConfiguration mapping")
+    if path.suffix == _DROPIN_SUFFIX and doc.get("kind") != "KubeletConfiguration":
+        log.warning("kubelet drop-in %s names no kind KubeletConfiguration; the kubelet "
+                    "refuses such a file, merged anyway", path)  # fmt: skip
+    return doc
+
+
+def dropin_files(config_dir: Path) -> list[Path]:
+    """`*.conf` below `config_dir` in the kubelet's walk order (filepath.WalkDir: lexical)."""
+    found: list[Path] = []
+
+    def walk(directory: str) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as e:
+            raise _ConfigError(f"kubelet drop-in directory {directory}: {e.strerror}") from None
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                walk(entry.path)
+            elif entry.name.endswith(_DROPIN_SUFFIX):
+                found.append(Path(entry.path))
+
+    walk(str(config_dir))
+    return found
+
+
+def _string(field: str, value: Any, where: str) -> str | None:
+    if isinstance(value, str):
+        return value
+    log.warning("kubelet config %s: %s is not a string: %r", where, field, value)
+    return None
+
+
+def _options(doc: Mapping[str, Any], where: str) -> dict[str, str | None]:
+    raw = doc.get("topologyManagerPolicyOptions") or {}
+    if not isinstance(raw, dict):
+        log.warning("kubelet config %s: topologyManagerPolicyOptions is not a mapping", where)
+        return dict.fromkeys(OPTION_DEFAULTS)
+    values: dict[str, str | None] = dict(OPTION_DEFAULTS)
+    for name, value in raw.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value).strip()
+        if name == "prefer-closest-numa-nodes":
+            ok = text in _TRUE or text in _FALSE
+            values[name] = ("true" if text in _TRUE else "false") if ok else None
+        elif name == "max-allowable-numa-nodes":
+            ok = text.lstrip("+").isdigit() and int(text) >= 8
+            values[name] = str(int(text)) if ok else None
+        else:
+            log.warning("kubelet config %s: unknown topology manager option %r", where, name)
+            continue
+        if not ok:
+            log.warning("kubelet config %s: topologyManagerPolicyOptions %s=%r is not valid "
+                        "(the kubelet refuses it)", where, name, value)  # fmt: skip
+    return values
+
+
+def discover(config: Path | None, config_dir: Path | None = None) -> KubeletConfig:
+    if config is None and config_dir is None:
         return KubeletConfig()
-    values: dict[str, str | None] = {}
-    for field, default in DEFAULTS.items():
-        value = doc.get(field, default)
-        if not isinstance(value, str):
-            log.warning("kubelet config %s: %s is not a string: %r", config, field, value)
-            value = None
-        values[field] = value
+    where = " + ".join(str(p) for p in (config, config_dir) if p is not None)
+    try:
+        doc: Any = _load(config) if config is not None else {}
+        for dropin in dropin_files(config_dir) if config_dir is not None else ():
+            doc = merge_patch(doc, _load(dropin))
+    except _ConfigError as e:
+        log.warning("kubelet config not read, its policies are not labelled: %s", e)
+        return KubeletConfig()
+    # A field set to null is unset: the kubelet's default applies, as for an absent one.
+    values = {
+        f: _string(f, d if doc.get(f) is None else doc[f], where) for f, d in DEFAULTS.items()
+    }
+    options = _options(doc, where)
     return KubeletConfig(
         cpu_manager_policy=values["cpuManagerPolicy"],
         topology_manager_policy=values["topologyManagerPolicy"],
         topology_manager_scope=values["topologyManagerScope"],
         memory_manager_policy=values["memoryManagerPolicy"],
+        prefer_closest_numa_nodes=options["prefer-closest-numa-nodes"],
+        max_allowable_numa_nodes=options["max-allowable-numa-nodes"],
     )

@@ -46,7 +46,7 @@ def test_kubelet_fields_left_out_are_the_kubelet_defaults(tmp_path: Path) -> Non
     config = tmp_path / "config.yaml"
     config.write_text("kind: KubeletConfiguration\ncpuManagerPolicy: static\n")
     got = kubelet.discover(config)
-    assert got == kubelet.KubeletConfig("static", "none", "container", "None")
+    assert got == kubelet.KubeletConfig("static", "none", "container", "None", "false", "8")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,10 @@
+"""Audit: did placement work? Each running GPU container's kubelet assignment joined with the
+topology into a verdict (`aligned`, `cpus-remote`, `shared-cpus`, `nic-far`, `memory-remote`,
+`unknown`) and the reason.
+
+`facts` gathers the inputs (the one module here that reads, through `sources`), `resolve`
+maps device-plugin IDs to GPUs and NICs of this machine, `verdict` judges one container (pure),
+`render` prints the table and the JSON document, `metrics` turns audits into Prometheus series.
+
+Imports: `discovery`, `sources` and `common`; never `sync` or `cli`.
+"""

@@ -1,0 +1,93 @@
+"""`topoplace-agent audit`: did placement work? One verdict per running GPU container.
+
+Joins the kubelet's PodResources `List` with this node's topology (docs/audit.md). Exit 0
+with the table or JSON; 1 when the PodResources API or the hardware cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+__all__ = ["add_arguments", "run"]
+
+log = logging.getLogger(__name__)
+
+
+def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags `audit` and `run` share."""
+    from agent.sources.podresources import DEFAULT_SOCKET
+
+    parser.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=DEFAULT_SOCKET,
+        metavar="PATH",
+        help="the kubelet's PodResources socket (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--proc-root",
+        type=Path,
+        default=Path("/proc"),
+        metavar="DIR",
+        help="where /proc/driver/nvidia is read for GPU UUIDs (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--gpu-resource",
+        dest="gpu_resources",
+        action="append",
+        metavar="NAME",
+        help="extended resource whose devices are GPUs (repeatable; default: nvidia.com/gpu)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.discovery.discover import add_discovery_arguments
+
+    add_discovery_arguments(parser)
+    add_pod_resources_arguments(parser)
+    parser.add_argument(
+        "--output",
+        choices=["table", "json"],
+        default="table",
+        help='table (default), or json: {"containers": [{namespace, pod, container, verdict, '
+        "reason, …}], …}",
+    )
+
+
+def audit_options(args: argparse.Namespace):  # -> AuditOptions (imported lazily)
+    from agent.audit.facts import AuditOptions
+    from agent.audit.resolve import DEFAULT_GPU_RESOURCES
+    from agent.discovery.discover import options_from_args
+
+    return AuditOptions(
+        discovery=options_from_args(args),
+        socket=args.pod_resources_socket,
+        proc_root=args.proc_root,
+        gpu_resources=tuple(args.gpu_resources or DEFAULT_GPU_RESOURCES),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.audit.facts import audit, list_pods, read_machine
+    from agent.audit.render import as_document, render_table
+    from agent.discovery.discover import DiscoveryError
+    from agent.sources.podresources import PodResourcesError
+
+    options = audit_options(args)
+    try:
+        machine = read_machine(options)
+        pods = list_pods(options)
+    except (DiscoveryError, PodResourcesError) as e:
+        log.error("audit failed: %s", e)
+        return 1
+    audits = audit(machine, pods)
+    if args.output == "json":
+        text = json.dumps(as_document(audits, machine.topology), indent=2) + "\n"
+    else:
+        text = render_table(audits)
+    sys.stdout.write(text)
+    return 0
