@@ -11,10 +11,12 @@ from pathlib import Path
 __all__ = [
     "CACHE_OWNER",
     "DEFAULT_CACHE_ROOT",
+    "LEASE_DIR",
     "LOCK_FILE",
     "MARKER_FILE",
     "TEMP_PREFIX",
     "dataset_dir",
+    "lease_dir",
     "lock_path",
     "marker_path",
     "version_dir",
@@ -30,6 +32,12 @@ MARKER_FILE = ".topoplace-complete"
 LOCK_FILE = ".topoplace-lock"
 # Temporary download directories are siblings of the version directory with this prefix.
 TEMP_PREFIX = ".topoplace-tmp-"
+# Leases (who uses a version): <root>/.topoplace-leases/<name>/<version>/<pod-uid>, one file per
+# pod and version, plus `.lock` there (the version's guard: a lease is written and the marker
+# checked, or leases checked and the version evicted, under it). A version with a lease is
+# never evicted. Outside the version directories so workers' read-only mounts never see them,
+# and in one subtree so the agent can be given write access to leases and nothing else.
+LEASE_DIR = ".topoplace-leases"
 
 
 def dataset_dir(root: Path, name: str) -> Path:
@@ -42,6 +50,10 @@ def version_dir(root: Path, name: str, version: str) -> Path:
 
 def marker_path(root: Path, name: str, version: str) -> Path:
     return version_dir(root, name, version) / MARKER_FILE
+
+
+def lease_dir(root: Path, name: str, version: str) -> Path:
+    return root / LEASE_DIR / name / version
 
 
 def lock_path(root: Path, name: str) -> Path:

@@ -79,7 +79,7 @@ class _Landed:
 
 def _settle(f: RemoteFile, target: Path, *, check_md5: bool) -> _Landed:
     """Compare the file with the listing. Durability comes later, for the whole tree at once
-    (prefetch.flush_tree): one filesystem flush instead of a journal commit per file."""
+    (durable.flush_tree): one filesystem flush instead of a journal commit per file."""
     try:
         size = target.stat().st_size
     except OSError as exc:

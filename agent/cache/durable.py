@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
-__all__ = ["fsync_dir"]
+__all__ = ["flush_tree", "fsync_dir"]
+
+log = logging.getLogger(__name__)
 
 
 def fsync_dir(path: Path) -> None:
@@ -15,3 +18,31 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def flush_tree(path: Path) -> None:
+    """Make every file and directory below `path` durable. Linux syncfs(2) flushes the whole
+    filesystem in one call, far cheaper than an fsync per file for datasets of millions of
+    small files; elsewhere (or if it fails) each file and directory is fsynced."""
+    try:
+        import ctypes
+
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        syncfs = None
+    if syncfs is not None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if syncfs(fd) == 0:
+                return
+            log.debug("syncfs failed (errno %d); fsyncing file by file", ctypes.get_errno())
+        finally:
+            os.close(fd)
+    for dirpath, _dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))

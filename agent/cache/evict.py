@@ -1,5 +1,7 @@
 """Make room under `--max-cache-bytes` by evicting least recently used complete versions of
-other datasets, never one whose dataset is locked (being written) right now.
+other datasets, never one whose dataset is locked (being written) right now and never one a
+pod holds a lease on (lease.py): a version in use stays until its last user is gone, and is
+evictable from that moment.
 
 "Last used" is the later of the marker file's mtime and atime. The marker's mtime is set when
 the version completes, and the prefetcher touches the marker on every cache hit (each pod that
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.cache.durable import fsync_dir
+from agent.cache.lease import guard, holders, in_use
 from agent.cache.lock import DatasetLock, try_lock
 from common.cache_layout import MARKER_FILE, TEMP_PREFIX, lock_path, marker_path, version_dir
 
@@ -56,13 +59,18 @@ def choose_evictions(
     max_cache_bytes: int,
     keep_dataset: str,
     locked: Collection[str] = (),
+    leased: Collection[tuple[str, str]] = (),
 ) -> EvictionPlan:
     """Oldest-used first among versions of datasets other than `keep_dataset` and not in
-    `locked`, until the cache plus `incoming_bytes` fits `max_cache_bytes`."""
+    `locked`, and not `leased` (name, version), until the cache plus `incoming_bytes` fits."""
     used = sum(v.bytes for v in cached)
     excess = used + incoming_bytes - max_cache_bytes
     candidates = sorted(
-        (v for v in cached if v.name != keep_dataset and v.name not in locked),
+        (
+            v
+            for v in cached
+            if v.name != keep_dataset and v.name not in locked and (v.name, v.version) not in leased
+        ),
         key=lambda v: (v.last_used, v.name, v.version),
     )
     chosen: list[CachedVersion] = []
@@ -93,8 +101,13 @@ def _marker_bytes(marker: Path) -> int | None:
     return value if isinstance(value, int) and value >= 0 else None
 
 
+def _dataset_names(root: Path) -> list[str]:
+    """Dataset directories (not the lease tree or other hidden entries)."""
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def _complete_versions(root: Path) -> Iterator[tuple[str, str, Path]]:
-    for name_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+    for name_dir in (root / n for n in _dataset_names(root)):
         for vdir in sorted(p for p in name_dir.iterdir() if p.is_dir()):
             if not vdir.name.startswith(TEMP_PREFIX) and (vdir / MARKER_FILE).is_file():
                 yield name_dir.name, vdir.name, vdir / MARKER_FILE
@@ -117,23 +130,29 @@ def scan_cache(root: Path) -> list[CachedVersion]:
     return out
 
 
-def evict_version(root: Path, name: str, version: str) -> None:
-    """Delete one version; the caller holds its dataset's lock. The marker goes first, so an
-    interrupted eviction leaves an incomplete version or a temporary directory, never a
-    directory that looks complete; the next prefetch of that dataset removes the remains."""
+def evict_version(root: Path, name: str, version: str) -> bool:
+    """Delete one version unless a pod holds a lease on it; the caller holds its dataset's
+    lock. Under the version's guard the marker goes first, so an interrupted eviction leaves
+    an incomplete version or a temporary directory, never a directory that looks complete
+    (the next prefetch of that dataset removes the remains), and a leaser that comes after
+    sees no marker. Returns False when it was in use and stays."""
     vdir = version_dir(root, name, version)
-    marker_path(root, name, version).unlink(missing_ok=True)
-    fsync_dir(vdir)
-    doomed = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}evict-{version}-", dir=vdir.parent))
-    os.rename(vdir, doomed / version)
-    shutil.rmtree(doomed)
+    with guard(root, name, version) as ldir:
+        if holders(ldir):
+            return False
+        marker_path(root, name, version).unlink(missing_ok=True)
+        fsync_dir(vdir)
+        doomed = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}evict-{version}-", dir=vdir.parent))
+        os.rename(vdir, doomed / version)
+    shutil.rmtree(doomed)  # outside the guard: it may take a while and nobody can see it
+    return True
 
 
 def make_room(
     root: Path, *, keep_dataset: str, incoming_bytes: int, max_cache_bytes: int
 ) -> EvictionPlan:
     """Scan, lock every other dataset that is free, choose, evict, unlock."""
-    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    names = _dataset_names(root) if root.is_dir() else []
     held: list[DatasetLock] = []
     locked: set[str] = set()
     try:
@@ -146,30 +165,51 @@ def make_room(
             else:
                 held.append(lock)
         cached = scan_cache(root)  # after locking: what is free cannot change under us now
-        plan = choose_evictions(
-            cached,
-            incoming_bytes=incoming_bytes,
-            max_cache_bytes=max_cache_bytes,
-            keep_dataset=keep_dataset,
-            locked=locked,
-        )
-        for v in plan.evict:
-            log.info(
-                "evicting %s@%s (%d bytes) to stay under --max-cache-bytes",
-                v.name,
-                v.version,
-                v.bytes,
-                extra={"dataset": v.name, "version": v.version, "bytes": v.bytes},
+        used = sum(v.bytes for v in cached)
+        leased = in_use(root)  # a snapshot; each eviction re-checks under the version's guard
+        evicted: list[CachedVersion] = []
+        while True:
+            plan = choose_evictions(
+                [v for v in cached if v not in evicted],
+                incoming_bytes=incoming_bytes,
+                max_cache_bytes=max_cache_bytes,
+                keep_dataset=keep_dataset,
+                locked=locked,
+                leased=leased,
             )
-            evict_version(root, v.name, v.version)
+            raced = _evict_all(root, plan.evict, evicted)
+            if raced is None:
+                break
+            leased.add(raced)  # leased since the snapshot: plan again without it
+        plan = EvictionPlan(evict=tuple(evicted), used_bytes=used, fits=plan.fits)
     finally:
         for lock in held:
             lock.release()
     if not plan.fits:
         log.warning(
             "cache stays above --max-cache-bytes=%d: nothing else may be evicted "
-            "(locked: %s); downloading anyway",
+            "(locked: %s; in use: %d versions); downloading anyway",
             max_cache_bytes,
             ", ".join(sorted(locked)) or "none",
+            len(leased),
         )
     return plan
+
+
+def _evict_all(
+    root: Path, chosen: Sequence[CachedVersion], evicted: list[CachedVersion]
+) -> tuple[str, str] | None:
+    """Evict in order; stop at the first version found leased, and return it."""
+    for v in chosen:
+        log.info(
+            "evicting %s@%s (%d bytes) to stay under --max-cache-bytes",
+            v.name,
+            v.version,
+            v.bytes,
+            extra={"dataset": v.name, "version": v.version, "bytes": v.bytes},
+        )
+        if not evict_version(root, v.name, v.version):
+            log.info("%s@%s is in use by a pod since the scan; keeping it", v.name, v.version)
+            return v.name, v.version
+        evicted.append(v)
+    return None

@@ -1,11 +1,14 @@
 """Prefetch one dataset version into the node cache, atomically and once per node.
 
-Order of work: cache hit? → dataset lock → hit again (another pod finished it while we
-waited)? → remove leftovers of killed runs → list the source → evict (optional) → download
-into a temporary sibling → fsync → rename to `<name>/<version>/` → write the marker last.
+Order of work: lease for the pod (when its UID is given) → cache hit? → dataset lock → hit
+again (another pod finished it while we waited)? → remove leftovers of killed runs → list the
+source → evict (optional) → download into a temporary sibling → fsync → rename to
+`<name>/<version>/` → write the marker last.
 Whatever point a crash hits, no directory without the marker claims to be complete, and
 everything a crash leaves is named with TEMP_PREFIX or lacks the marker, so the next run
-(holding the lock) removes it.
+(holding the lock) removes it. The lease is written before the hit check, under the version's
+guard (lease.py), so no eviction can remove the version between "it is there" and the pod's
+workers mounting it; it stays until the agent sees the pod gone.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.cache.download import download
-from agent.cache.durable import fsync_dir
+from agent.cache.durable import flush_tree, fsync_dir
 from agent.cache.evict import make_room
+from agent.cache.lease import lease_and_check
 from agent.cache.lock import DatasetLock
 from agent.cache.progress import ProgressReporter, format_summary
 from agent.cache.source import list_source, open_source
@@ -41,7 +45,6 @@ __all__ = [
     "InvalidRequest",
     "PrefetchRequest",
     "PrefetchResult",
-    "flush_tree",
     "prefetch",
     "request_problem",
 ]
@@ -62,6 +65,7 @@ class PrefetchRequest:
     parallel: int = 8
     max_cache_bytes: int | None = None
     s3_endpoint_url: str | None = None
+    pod_uid: str | None = None  # the pod this prefetch serves: its lease keeps the version
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,34 +99,6 @@ def _touch(marker: Path) -> None:
         os.utime(marker)
     except OSError as exc:
         log.debug("could not touch %s: %s", marker, exc)
-
-
-def flush_tree(path: Path) -> None:
-    """Make every file and directory below `path` durable. Linux syncfs(2) flushes the whole
-    filesystem in one call, far cheaper than an fsync per file for datasets of millions of
-    small files; elsewhere (or if it fails) each file and directory is fsynced."""
-    try:
-        import ctypes
-
-        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        syncfs = None
-    if syncfs is not None:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            if syncfs(fd) == 0:
-                return
-            log.debug("syncfs failed (errno %d); fsyncing file by file", ctypes.get_errno())
-        finally:
-            os.close(fd)
-    for dirpath, _dirs, files in os.walk(path, topdown=False):
-        for name in files:
-            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
 
 
 def _discard(path: Path) -> None:
@@ -210,9 +186,19 @@ def prefetch(
     retry = retry or RetryPolicy()
     root = req.cache_root
     marker = marker_path(root, req.dataset, req.version)
-    if marker.is_file():
-        return _hit(marker, req, "")
     ddir = dataset_dir(root, req.dataset)
+    try:
+        complete = (
+            lease_and_check(root, req.dataset, req.version, req.pod_uid, writer="prefetch")
+            if req.pod_uid
+            else marker.is_file()
+        )
+    except ValueError as exc:  # a pod UID that cannot name a file
+        raise InvalidRequest(f"--pod-uid: {exc}") from exc
+    except OSError as exc:
+        raise CacheWriteError(exc, root) from exc
+    if complete:
+        return _hit(marker, req, "")
     try:
         ddir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

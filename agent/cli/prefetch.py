@@ -85,6 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL_S3, then $AWS_ENDPOINT_URL)",
     )
     parser.add_argument(
+        "--pod-uid",
+        default=os.environ.get("TOPOPLACE_POD_UID") or None,
+        metavar="UID",
+        help="UID of the pod served: leases the version so eviction keeps it while the pod "
+        "exists (default: $TOPOPLACE_POD_UID, set by the webhook from the downward API)",
+    )
+    parser.add_argument(
         "--retries",
         type=_positive,
         default=5,
@@ -129,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         parallel=args.parallel,
         max_cache_bytes=args.max_cache_bytes,
         s3_endpoint_url=args.s3_endpoint_url,
+        pod_uid=args.pod_uid,
     )
     errors: list[tuple[type[Exception], str]] = [
         (InvalidRequest, "invalid"),

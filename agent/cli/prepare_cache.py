@@ -4,6 +4,7 @@ Runs once per agent pod start as the DaemonSet's only root container (capability
 nothing else). The kubelet creates hostPath directories root-owned 0755, but prefetch init
 containers run as the image's non-root user; so the cache root and each dataset directory in
 it are handed to that user. Nothing below a dataset directory is touched: prefetchers made it.
+The lease directory is created here too: the agent container mounts it alone read-write.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from common.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT
+from common.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT, LEASE_DIR
 
 __all__ = ["add_arguments", "prepare_cache", "run"]
 
@@ -45,6 +46,7 @@ def prepare_cache(root: Path, uid: int, gid: int) -> list[Path]:
     """Create `root` if needed; give it and its dataset directories to uid:gid, mode 0755.
     Returns the directories that changed."""
     root.mkdir(parents=True, exist_ok=True)
+    (root / LEASE_DIR).mkdir(exist_ok=True)  # a hostPath of the agent: it must exist first
     changed = []
     for path in (root, *sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())):
         st = path.lstat()

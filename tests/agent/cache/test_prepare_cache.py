@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli.prepare_cache import prepare_cache
+from common.cache_layout import LEASE_DIR
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
@@ -31,8 +32,9 @@ def test_root_and_dataset_dirs_change_owner_contents_do_not(tmp_path: Path) -> N
 
     changed = prepare_cache(root, UID, GID)
 
-    assert set(changed) == {root, root / "imagenet"}
+    assert set(changed) == {root, root / "imagenet", root / LEASE_DIR}
     assert _owner_mode(root) == (UID, GID, 0o755)
+    assert _owner_mode(root / LEASE_DIR) == (UID, GID, 0o755)  # the agent writes leases there
     assert _owner_mode(root / "imagenet") == (UID, GID, 0o755)
     assert _owner_mode(version)[:2] == (0, 0)  # below a dataset dir belongs to prefetchers
     assert _owner_mode(data)[:2] == (0, 0)
