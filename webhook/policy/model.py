@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from webhook.policy.dra import Dra, template_name_problem
 from webhook.policy.fields import (
     SOURCE_SCHEMES,
     ContainerName,
@@ -40,6 +41,7 @@ __all__ = [
     "NUMA_BINDINGS",
     "SOURCE_SCHEMES",
     "Dataset",
+    "Dra",
     "Launcher",
     "Metadata",
     "Placement",
@@ -177,8 +179,23 @@ class PolicySpec(_Model):
     launcher: Launcher = Launcher()
     env: dict[EnvName, EnvValue] = {}
     """Environment added to workers; never overrides a variable the container sets."""
+    dra: Dra | None = None
+    """Allocate GPUs (and paired NICs) through DRA ResourceClaimTemplates."""
     on_missing: Literal["warn", "deny"] = "warn"
-    """When the pod's namespace may not use this policy: warn (admit unchanged) or deny."""
+    """When the pod's namespace may not use this policy, or a DRA template is missing for
+    the pod's GPU count: warn (admit, with a warning) or deny."""
+
+    @field_validator("dra")
+    @classmethod
+    def _dra_needs_namespaces(cls, dra: Dra | None, info: Any) -> Dra | None:
+        # Templates are created in every namespace the globs match: "everywhere" is not a
+        # list. (An invalid namespaces list is absent from info.data and reported on its own.)
+        if dra is not None and "namespaces" in info.data and info.data["namespaces"] is None:
+            raise ValueError(
+                "a DRA policy must list spec.namespaces (its claim templates are created "
+                "in each namespace they match)"
+            )
+        return dra
 
     @field_validator("datasets")
     @classmethod
@@ -205,6 +222,16 @@ class PlacementPolicy(_Model):
     kind: Literal["PlacementPolicy"]
     metadata: Metadata
     spec: PolicySpec = PolicySpec()
+
+    @field_validator("spec")
+    @classmethod
+    def _dra_template_names(cls, spec: PolicySpec, info: Any) -> PolicySpec:
+        metadata = info.data.get("metadata")
+        if spec.dra is not None and metadata is not None:
+            problem = template_name_problem(metadata.name)
+            if problem is not None:
+                raise ValueError(problem)
+        return spec
 
     @property
     def name(self) -> str:
