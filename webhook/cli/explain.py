@@ -1,0 +1,155 @@
+"""`topoplace-webhook explain`: which nodes a pod fits, node by node, and why not.
+
+FILE holds a Pod or a workload with one pod template (pick one with --template when it has
+several). The pod is mutated exactly as the webhook would mutate it, then checked against
+every node the way kube-scheduler's filters check it: required node affinity (the policy's
+terms and the pod's own, ORed), nodeSelector, cordon, taints against tolerations, and
+allocatable against requests (minus what bound pods already request, with --kubeconfig).
+Exit 0 when some node fits, 1 when none does, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from webhook.engine.mutation import add_engine_arguments, settings_from_args
+
+__all__ = ["add_arguments", "run"]
+
+EXIT_NONE_FITS = 1
+EXIT_BAD_INPUT = 2
+DEFAULT_CONFIGMAP = "topoplace-system/topoplace-policies"
+_CURRENT = Path("-")  # --kubeconfig given without a path: $KUBECONFIG or ~/.kube/config
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, cluster_default: bool = False) -> None:
+    parser.add_argument("file", metavar="FILE", help="YAML with a Pod or a workload; - for stdin")
+    parser.add_argument(
+        "--policies",
+        type=Path,
+        metavar="DIR",
+        help="directory of policy *.yaml (default with --kubeconfig: the policies the webhook "
+        f"serves, ConfigMap {DEFAULT_CONFIGMAP})",
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        metavar="NS",
+        help="namespace for a pod without metadata.namespace (default: the kubeconfig "
+        "context's namespace with --kubeconfig, else default)",
+    )
+    source = parser.add_mutually_exclusive_group(required=not cluster_default)
+    source.add_argument(
+        "--nodes", type=Path, metavar="NODES.yaml", help="`kubectl get nodes -o yaml` output"
+    )
+    source.add_argument(
+        "--kubeconfig",
+        nargs="?",
+        const=_CURRENT,
+        type=Path,
+        metavar="PATH",
+        help="read nodes and the pods bound to them from the cluster (no PATH: $KUBECONFIG "
+        "or ~/.kube/config)",
+    )
+    parser.add_argument(
+        "--template",
+        metavar="WHERE",
+        help="which pod template of a workload with several, e.g. "
+        "spec.replicatedJobs[1].template.spec.template",
+    )
+    parser.add_argument("--output", choices=("table", "json"), default="table")
+    add_engine_arguments(parser)
+    parser.set_defaults(cluster_default=cluster_default)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from common.kube_config import ConfigError
+    from webhook.engine.pod_shape import InvalidPod
+    from webhook.explain.nodes import NodeError, node_views
+    from webhook.explain.render import to_json_text, to_table
+    from webhook.explain.verdict import explain_pod
+    from webhook.policy.loader import PolicyLoadError, load_policy_dir
+    from webhook.server.kube_read import ApiError
+    from webhook.yaml_io import YamlInputError, load_documents
+
+    settings = settings_from_args(args)
+    if isinstance(settings, str):
+        return _fail(settings)
+    use_cluster = args.kubeconfig is not None or (args.nodes is None and args.cluster_default)
+    if not use_cluster and args.policies is None:
+        return _fail("--policies DIR is needed with --nodes (only a cluster serves its own)")
+    try:
+        pod, label, doc_ns = _pod(args, load_documents)
+        policies = load_policy_dir(args.policies) if args.policies is not None else None
+        context_ns = None
+        if use_cluster:
+            from webhook.cli.explain_cluster import read_cluster
+
+            kubeconfig = None if args.kubeconfig in (None, _CURRENT) else args.kubeconfig
+            configmap = DEFAULT_CONFIGMAP if policies is None else None
+            view = asyncio.run(read_cluster(kubeconfig, policies_configmap=configmap))
+            nodes, context_ns = view.nodes, view.namespace
+            policies = policies or view.policies
+        else:
+            text = args.nodes.read_text("utf-8")
+            nodes = node_views(load_documents(text, source=str(args.nodes)))
+    except (OSError, UnicodeDecodeError) as exc:
+        return _fail(f"cannot read input: {exc}")
+    except (YamlInputError, NodeError, ConfigError, _BadInput) as exc:
+        return _fail(str(exc))
+    except PolicyLoadError as exc:
+        return _fail("; ".join(exc.messages))
+    except ApiError as exc:
+        return _fail(f"the API server answered {exc}")
+    assert policies is not None
+    namespace = doc_ns or args.namespace or context_ns or "default"
+    try:
+        explanation = explain_pod(pod, namespace, policies, nodes, settings, label=label)
+    except InvalidPod as exc:
+        return _fail(f"{label}: {exc}")
+    for warning in explanation.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if explanation.denial:
+        print(f"error: denied: {explanation.denial}", file=sys.stderr)
+    render = to_json_text if args.output == "json" else to_table
+    sys.stdout.write(render(explanation))
+    return 0 if explanation.fitting else EXIT_NONE_FITS
+
+
+class _BadInput(ValueError):
+    pass
+
+
+def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, str | None]:
+    """The one pod (template) to explain, its label for the output, and its namespace."""
+    from webhook.workloads.templates import pod_templates
+
+    source = "<stdin>" if args.file == "-" else args.file
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
+    docs = load_documents(text, source=source)  # type: ignore[operator]
+    found = []
+    for doc in docs:
+        if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
+            raise _BadInput(f"{source}: a document is not a Kubernetes object (no kind)")
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        name = meta.get("name") or meta.get("generateName") or "?"
+        for template in pod_templates(doc):
+            where = f" {template.where}" if template.where else ""
+            found.append((template, f"{doc['kind']}/{name}{where}", meta.get("namespace")))
+    if args.template is not None:
+        found = [entry for entry in found if entry[0].where == args.template]
+    if len(found) != 1:
+        listed = ", ".join(entry[1] for entry in found) or "none"
+        hint = " (pick one with --template WHERE)" if len(found) > 1 else ""
+        raise _BadInput(f"{source}: needs exactly one pod template, found {listed}{hint}")
+    template, label, namespace = found[0]
+    return template.pod, label, namespace

@@ -1,0 +1,91 @@
+"""What `explain --kubeconfig` reads from a live cluster, with the user's own credentials.
+
+Nodes, the pods bound to each node (their requests are already taken: the scheduler counts
+every pod that is not Succeeded or Failed), and, when no --policies directory is given, the
+policies the webhook serves (ConfigMap topoplace-system/topoplace-policies). Not a
+subcommand: a helper of webhook/cli/explain.py, never run by the webhook's ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from webhook.explain.nodes import NodeView, node_views, used_by_node
+from webhook.explain.requests import pod_requests
+from webhook.explain.verdict import with_usage
+from webhook.policy.loader import PolicySet, load_policy_dir
+
+__all__ = ["ClusterView", "read_cluster"]
+
+# Pods that hold their requests on a node, as the scheduler's pod informer selects them.
+_BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    nodes: list[NodeView]
+    policies: PolicySet | None  # None when a --policies directory was given instead
+    namespace: str | None  # the kubeconfig context's namespace, if it names one
+
+
+async def read_cluster(
+    kubeconfig: Path | None, *, policies_configmap: str | None
+) -> ClusterView:
+    from kubernetes_asyncio import client
+
+    from common.kube_config import load_configuration
+    from webhook.server.kube_read import list_all, read_json
+
+    cfg = await load_configuration(kubeconfig)
+    async with client.ApiClient(cfg) as api:
+        core = client.CoreV1Api(api)
+        raw_nodes, _ = await list_all(core.list_node)
+        raw_pods, _ = await list_all(core.list_pod_for_all_namespaces, field_selector=_BOUND)
+        policies = None
+        if policies_configmap is not None:
+            namespace, _, name = policies_configmap.rpartition("/")
+            doc = await read_json(
+                await core.read_namespaced_config_map(
+                    name, namespace or "topoplace-system", _preload_content=False
+                )
+            )
+            policies = _policies_from(doc.get("data") or {})
+    usage = used_by_node(
+        (p["spec"]["nodeName"], pod_requests(p.get("spec") or {}))
+        for p in raw_pods
+        if (p.get("spec") or {}).get("nodeName")
+    )
+    nodes = with_usage(node_views({**n, "kind": "Node"} for n in raw_nodes), usage)
+    return ClusterView(nodes, policies, _context_namespace(kubeconfig))
+
+
+def _policies_from(data: dict[str, Any]) -> PolicySet:
+    """Load the ConfigMap's files exactly as the webhook loads its mounted directory."""
+    with tempfile.TemporaryDirectory(prefix="topoplace-policies-") as tmp:
+        for name, text in data.items():
+            if "/" not in name and isinstance(text, str):
+                (Path(tmp) / name).write_text(text, "utf-8")
+        return load_policy_dir(Path(tmp))
+
+
+def _context_namespace(kubeconfig: Path | None) -> str | None:
+    """The current context's namespace, as kubectl would default it."""
+    import os
+
+    import yaml
+
+    path = kubeconfig or Path(
+        (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)[0]
+    ).expanduser()
+    try:
+        doc = yaml.safe_load(path.read_text("utf-8")) or {}
+        current = doc.get("current-context")
+        for ctx in doc.get("contexts") or []:
+            if ctx.get("name") == current:
+                return (ctx.get("context") or {}).get("namespace") or None
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+    return None

@@ -1,0 +1,115 @@
+"""The checks one pod makes on a node, in the order `explain` reports the first failure.
+
+Topology first, because that is what Topoplace wrote and what users ask about: the agent's
+labels being there at all, then each of the policy's own required expressions in the
+policy's order (as webhook/engine/affinity.py builds them), then the rest of the pod's node
+affinity and nodeSelector, the node being cordoned, taints, and resources (the GPU resource
+first). kube-scheduler runs the same filters in another order; whether a node fits is the
+same either way, only which failure is named first differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from common.vocabulary import LABEL_PREFIX
+from webhook.engine.affinity import required_expressions
+from webhook.engine.workers import pod_gpus
+from webhook.explain.requests import NATIVE, Amounts, pod_requests
+from webhook.explain.selectors import (
+    PreferredTerm,
+    Requirement,
+    Term,
+    node_selector,
+    parse_preferred,
+    parse_required,
+    parse_requirement,
+)
+from webhook.explain.tolerations import Toleration, parse_tolerations
+from webhook.policy.model import PlacementPolicy
+
+__all__ = ["Check", "Kind", "PodPlan", "plan_for"]
+
+Kind = Literal["name", "agent", "policy", "affinity", "selector", "cordon", "taints", "resource"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check; `group` names it in summaries ("gpu-nic-link", "allocatable nvidia.com/gpu")."""
+
+    kind: Kind
+    group: str
+    requirement: Requirement | None = None  # policy
+    terms: tuple[Term, ...] = ()  # affinity
+    selector: tuple[tuple[str, str], ...] = ()  # selector
+    tolerations: tuple[Toleration, ...] = ()  # cordon, taints
+    resource: str = ""  # resource
+    need: int = 0  # resource; the GPU count for policy count checks
+    node_name: str = ""  # name
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlan:
+    """Everything about one pod that explain and the admission check need, parsed once."""
+
+    policy: str | None
+    gpus: int
+    gpu_resource: str
+    requests: Amounts
+    checks: tuple[Check, ...]
+    preferred: tuple[PreferredTerm, ...]
+
+
+def short_key(key: str) -> str:
+    return key.removeprefix(LABEL_PREFIX)
+
+
+def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
+    """The checks for a pod as it will be created (already mutated by the webhook).
+
+    `policy` is the policy the webhook applied, or None: its required expressions are
+    recomputed from the policy, so each can be named in the policy's words.
+    """
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    gpu_resource = policy.spec.gpu_resource if policy is not None else "nvidia.com/gpu"
+    gpus = pod_gpus(spec, gpu_resource)  # type: ignore[arg-type]
+    checks: list[Check] = []
+    node_name = spec.get("nodeName")
+    if isinstance(node_name, str) and node_name:
+        checks.append(Check("name", "spec.nodeName", node_name=node_name))
+    if policy is not None:
+        ours = required_expressions(policy.spec.placement, gpus=gpus, warnings=[])
+        if ours:
+            checks.append(Check("agent", "topoplace labels"))
+        for expr in ours:
+            req = parse_requirement(expr)
+            checks.append(Check("policy", short_key(req.key), requirement=req, need=gpus))
+    terms = parse_required(spec)
+    if terms is not None:
+        checks.append(Check("affinity", "node affinity", terms=terms))
+    selector = node_selector(spec)
+    if selector:
+        checks.append(Check("selector", "nodeSelector", selector=tuple(selector.items())))
+    tolerations = parse_tolerations(spec)
+    checks.append(Check("cordon", "cordoned", tolerations=tolerations))
+    checks.append(Check("taints", "taints", tolerations=tolerations))
+    requests = pod_requests(spec)
+    rdma = policy.spec.resources.rdma.resource if policy and policy.spec.resources.rdma else ""
+    first = [r for r in (gpu_resource, rdma, "cpu", "memory", "ephemeral-storage") if r]
+    ordered = [r for r in first if r in requests]
+    ordered += sorted(r for r in requests if r not in first and r not in NATIVE)
+    for resource in ordered:
+        checks.append(
+            Check("resource", f"allocatable {resource}", resource=resource, need=requests[resource])
+        )
+    checks.append(Check("resource", "allocatable pods", resource="pods", need=1))
+    return PodPlan(
+        policy=policy.name if policy is not None else None,
+        gpus=gpus,
+        gpu_resource=gpu_resource,
+        requests=requests,
+        checks=tuple(checks),
+        preferred=parse_preferred(spec),
+    )

@@ -1,0 +1,96 @@
+"""The parts of a Node object that decide whether a pod fits: a small, comparable view.
+
+The webhook's node cache keeps only these (never the whole object with its image list and
+managed fields), and `explain` reads `kubectl get nodes -o yaml` output into them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.explain.requests import Amounts, node_allocatable
+from webhook.explain.tolerations import Taint, parse_taints
+
+__all__ = ["NodeError", "NodeView", "node_views", "used_by_node"]
+
+
+class NodeError(ValueError):
+    """A document that is not a Node we can read."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    # What pods bound to the node already request (only when read from a live cluster).
+    used: Mapping[str, int] = field(default_factory=dict)
+    pods: int = 0
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> NodeView:
+        metadata = obj.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise NodeError("a Node without metadata.name")
+        raw_labels = metadata.get("labels") or {}
+        if not isinstance(raw_labels, Mapping):
+            raise NodeError(f"node {name}: metadata.labels is not a map")
+        # Interned: thousands of nodes repeat the same keys and values.
+        labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in raw_labels.items()}
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        return cls(
+            name=name,
+            labels=labels,
+            allocatable=node_allocatable(status),
+            taints=parse_taints(spec),
+            unschedulable=spec.get("unschedulable") is True,
+        )
+
+
+def node_views(docs: Iterable[Any]) -> list[NodeView]:
+    """Nodes from YAML documents: Node objects, or Lists of them (`kubectl get nodes -o yaml`)."""
+    views: list[NodeView] = []
+    for index, doc in enumerate(docs, start=1):
+        if not isinstance(doc, Mapping):
+            raise NodeError(f"document {index} is not an object")
+        kind = doc.get("kind")
+        if kind in ("List", "NodeList"):
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise NodeError(f"document {index}: items is not a list")
+            views.extend(_one(item, f"document {index} item {i}") for i, item in enumerate(items))
+        else:
+            views.append(_one(doc, f"document {index}"))
+    names = [v.name for v in views]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise NodeError(f"node(s) listed twice: {', '.join(duplicates)}")
+    return views
+
+
+def _one(doc: Any, where: str) -> NodeView:
+    if not isinstance(doc, Mapping) or doc.get("kind") != "Node":
+        kind = doc.get("kind") if isinstance(doc, Mapping) else type(doc).__name__
+        raise NodeError(f"{where} is a {kind}, not a Node (give `kubectl get nodes -o yaml`)")
+    try:
+        return NodeView.from_object(doc)
+    except NodeError as exc:
+        raise NodeError(f"{where}: {exc}") from None
+
+
+def used_by_node(pods: Iterable[tuple[str, Amounts]]) -> dict[str, tuple[Amounts, int]]:
+    """(node name, pod requests) pairs summed per node: (requests, pod count)."""
+    out: dict[str, tuple[Amounts, int]] = {}
+    for node, requests in pods:
+        total, count = out.get(node, ({}, 0))
+        for name, value in requests.items():
+            total[name] = total.get(name, 0) + value
+        out[node] = (total, count + 1)
+    return out

@@ -1,0 +1,102 @@
+"""Taints against tolerations, as the scheduler's TaintToleration filter sees them.
+
+Only NoSchedule and NoExecute taints keep a pod off a node (PreferNoSchedule only scores).
+A toleration matches a taint when its effect is empty or equal, its key is empty or equal
+(an empty key goes with Exists and matches every taint), and its operator holds: Equal (or
+empty) compares values, Exists matches any value, Gt/Lt compare integer values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.explain.selectors import parse_int64
+
+__all__ = [
+    "FILTER_EFFECTS",
+    "UNSCHEDULABLE_TAINT",
+    "Taint",
+    "Toleration",
+    "parse_taints",
+    "parse_tolerations",
+    "tolerates",
+    "untolerated",
+]
+
+FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+# The NodeUnschedulable filter lets a pod onto a cordoned node only if it tolerates this.
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        if self.operator == "Exists":
+            return True
+        if self.operator in ("Gt", "Lt"):
+            mine, theirs = parse_int64(self.value), parse_int64(taint.value)
+            if mine is None or theirs is None:
+                return False
+            return theirs > mine if self.operator == "Gt" else theirs < mine
+        return False
+
+
+def _text(raw: Mapping[str, Any], key: str) -> str:
+    value = raw.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def parse_taints(node_spec: Mapping[str, Any]) -> tuple[Taint, ...]:
+    """The node's taints that filter (NoSchedule, NoExecute), sorted, duplicates dropped."""
+    raw = node_spec.get("taints") or []
+    found = {
+        Taint(_text(t, "key"), _text(t, "value"), _text(t, "effect"))
+        for t in (raw if isinstance(raw, list) else [])
+        if isinstance(t, Mapping) and t.get("effect") in FILTER_EFFECTS
+    }
+    return tuple(sorted(found))
+
+
+def parse_tolerations(pod_spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    raw = pod_spec.get("tolerations") or []
+    return tuple(
+        Toleration(_text(t, "key"), _text(t, "operator"), _text(t, "value"), _text(t, "effect"))
+        for t in (raw if isinstance(raw, list) else [])
+        if isinstance(t, Mapping)
+    )
+
+
+def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def untolerated(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> Taint | None:
+    """The first filtering taint no toleration matches, or None."""
+    for taint in taints:
+        if not tolerates(tolerations, taint):
+            return taint
+    return None

@@ -1,0 +1,236 @@
+"""One verdict per node: fits or not, the first failing check in words, the preferred score.
+
+`explain_pod` is the whole of `topoplace-webhook explain` without I/O: it mutates the pod as
+the webhook would, then runs the pod's checks (webhook/explain/checks.py) on every node.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.engine.mutation import EngineSettings
+from webhook.engine.recipe import mutate
+from webhook.explain.checks import Check, PodPlan, plan_for
+from webhook.explain.nodes import NodeView
+from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
+from webhook.explain.requests import Amounts, format_amount
+from webhook.explain.selectors import first_failing, term_matches
+from webhook.explain.tolerations import UNSCHEDULABLE_TAINT, Taint, tolerates, untolerated
+from webhook.policy.loader import PolicySet
+from webhook.vocabulary import APPLIED_ANNOTATION
+
+__all__ = ["Explanation", "NodeVerdict", "evaluate", "explain_pod", "failure"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: str
+    fits: bool
+    reason: str | None  # the first failing check, in words; None when the pod fits
+    check: str | None  # that check's group ("gpu-nic-link", "allocatable nvidia.com/gpu")
+    reasons: tuple[str, ...]  # every failing check, in order
+    score: int  # sum of the weights of the preferred terms the node matches
+    preferred: tuple[str, ...]  # those terms, in words
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    pod: str
+    namespace: str
+    plan: PodPlan
+    nodes: tuple[NodeVerdict, ...]
+    warnings: tuple[str, ...] = ()
+    denial: str | None = None
+    mutated: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fitting(self) -> int:
+        return sum(v.fits for v in self.nodes)
+
+    @property
+    def misses(self) -> list[tuple[str, int]]:
+        """First failing reasons and how many nodes each, most frequent first."""
+        counted = Counter(v.reason for v in self.nodes if v.reason is not None)
+        return counted.most_common()
+
+    @property
+    def summary(self) -> str:
+        total = len(self.nodes)
+        head = f"{self.fitting} of {total} node{'s' if total != 1 else ''} fit"
+        return " | ".join([head, *(f"{n} × {reason}" for reason, n in self.misses)])
+
+
+def _free(node: NodeView, resource: str) -> tuple[int, int, int]:
+    """(free, allocatable, already requested) of a resource on a node."""
+    if resource == "pods":
+        allocatable, used = node.allocatable.get("pods", 0), node.pods
+    else:
+        allocatable, used = node.allocatable.get(resource, 0), node.used.get(resource, 0)
+    return allocatable - used, allocatable, used
+
+
+def _resource_reason(check: Check, node: NodeView) -> str | None:
+    if check.resource == "pods" and "pods" not in node.allocatable:
+        return None  # hand-written nodes often omit it; every kubelet sets it
+    free, allocatable, used = _free(node, check.resource)
+    if check.need <= free:
+        return None
+    if check.resource == "pods":
+        return f"too many pods: {used} of {allocatable} allowed already bound"
+    show = format_amount
+    need = show(check.resource, check.need)
+    if used:
+        return (
+            f"free {check.resource} {show(check.resource, max(free, 0))} "
+            f"({show(check.resource, allocatable)} allocatable, {show(check.resource, used)} "
+            f"requested) < {need}"
+        )
+    return f"allocatable {check.resource} {show(check.resource, allocatable)} < {need}"
+
+
+def _affinity_reason(check: Check, node: NodeView) -> str | None:
+    terms = check.terms
+    if any(term_matches(t, node.labels, node.name) for t in terms):
+        return None
+    if not terms:
+        return "required node affinity has no non-empty term: it matches no node"
+
+    # The term that came closest: fewest failing expressions, first in order on a tie.
+    def failing(term: Any) -> int:
+        reqs = term.requirements
+        return sum(1 for r in reqs if first_failing((r,), node.labels, node.name) is not None)
+
+    best = min(terms, key=failing)
+    req = first_failing(best.requirements, node.labels, node.name)
+    assert req is not None  # the term does not match, so one requirement fails
+    text = describe(req, node.labels, node.name, who="node affinity")
+    return text + (f" (none of {len(terms)} terms match)" if len(terms) > 1 else "")
+
+
+def failure(check: Check, node: NodeView, gpus: int) -> str | None:
+    """Why `check` fails on `node`, or None when it passes."""
+    kind = check.kind
+    if kind == "name":
+        return None if node.name == check.node_name else f"pod is bound to {check.node_name}"
+    if kind == "agent":
+        return None if has_agent_labels(node.labels) else AGENT_MISSING
+    if kind == "policy":
+        req = check.requirement
+        assert req is not None
+        if first_failing((req,), node.labels, node.name) is None:
+            return None
+        return describe(req, node.labels, node.name, who="policy", gpus=gpus)
+    if kind == "affinity":
+        return _affinity_reason(check, node)
+    if kind == "selector":
+        for key, value in check.selector:
+            if node.labels.get(key) != value:
+                have = node.labels.get(key)
+                what = f"{key} is {have}" if have is not None else f"no label {key}"
+                return f"{what}; nodeSelector needs {value}"
+        return None
+    if kind == "cordon":
+        cordon = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
+        if node.unschedulable and not tolerates(check.tolerations, cordon):
+            return "node is cordoned (spec.unschedulable)"
+        return None
+    if kind == "taints":
+        taint = untolerated(check.tolerations, node.taints)
+        return None if taint is None else f"taint {taint} not tolerated"
+    return _resource_reason(check, node)
+
+
+def evaluate(plan: PodPlan, node: NodeView) -> NodeVerdict:
+    reasons: list[str] = []
+    first_group: str | None = None
+    for check in plan.checks:
+        reason = failure(check, node, plan.gpus)
+        if reason is not None:
+            if first_group is None:
+                first_group = check.group
+            reasons.append(reason)
+    matched = [p for p in plan.preferred if term_matches(p.term, node.labels, node.name)]
+    return NodeVerdict(
+        node=node.name,
+        fits=not reasons,
+        reason=reasons[0] if reasons else None,
+        check=first_group,
+        reasons=tuple(reasons),
+        score=sum(p.weight for p in matched),
+        preferred=tuple(
+            f"{describe_preferred(p.term.requirements)} (+{p.weight})" for p in matched
+        ),
+    )
+
+
+def _order(verdict: NodeVerdict) -> tuple[bool, int, str]:
+    return (not verdict.fits, -verdict.score, verdict.node)
+
+
+def explain_pod(
+    pod: dict[str, Any],
+    namespace: str,
+    policies: PolicySet,
+    nodes: Sequence[NodeView],
+    settings: EngineSettings | None = None,
+    *,
+    label: str = "",
+) -> Explanation:
+    """Mutate `pod` as the webhook would, then judge it against every node.
+
+    Raises webhook.engine.pod_shape.InvalidPod when the pod is not shaped like a Pod.
+    """
+    mutation = mutate(pod, namespace, policies, settings or EngineSettings())
+    # The policy counts only where the webhook applied it (not for a forbidden namespace,
+    # a missing policy or a mirror pod): the applied annotation says so.
+    annotations = (mutation.pod.get("metadata") or {}).get("annotations") or {}
+    applied = str(annotations.get(APPLIED_ANNOTATION, "")).split("@", 1)[0]
+    policy = policies.get(applied) if applied and applied == mutation.policy else None
+    if not mutation.allowed:
+        plan = plan_for(pod, None)
+        denied = f"the webhook denies this pod: {mutation.denial}"
+        verdicts = tuple(
+            NodeVerdict(n.name, False, denied, "admission", (denied,), 0, ()) for n in nodes
+        )
+    else:
+        plan = plan_for(mutation.pod, policy)
+        verdicts = tuple(sorted((evaluate(plan, n) for n in nodes), key=_order))
+    name = label or _pod_label(pod)
+    return Explanation(
+        pod=name,
+        namespace=namespace,
+        plan=plan,
+        nodes=verdicts,
+        warnings=tuple(mutation.warnings),
+        denial=mutation.denial,
+        mutated=mutation.pod,
+    )
+
+
+def _pod_label(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    return f"Pod/{metadata.get('name') or metadata.get('generateName') or '?'}"
+
+
+def with_usage(
+    nodes: Sequence[NodeView], usage: Mapping[str, tuple[Amounts, int]]
+) -> list[NodeView]:
+    """Nodes with what their bound pods already request (from a live cluster)."""
+    out = []
+    for node in nodes:
+        used, pods = usage.get(node.name, ({}, 0))
+        out.append(
+            NodeView(
+                node.name,
+                node.labels,
+                node.allocatable,
+                node.taints,
+                node.unschedulable,
+                used,
+                pods,
+            )
+        )
+    return out
