@@ -11,6 +11,7 @@ The PCIe server, workstation and VM are typical layouts of those classes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from tests.agent.discovery.sysfs_builder import PciNode, SysfsBuilder
@@ -175,9 +176,10 @@ def dgx_a100(root: Path) -> None:
     _name_nics(b, nics)
 
 
-def pcie_server(root: Path) -> None:
+def pcie_server(root: Path, *, gpu_device: int = 0x20F1) -> None:
     """Two sockets, four PCIe GPUs each alone on a root port, one RoCE NIC per socket that
-    shares a host bridge with one GPU (PHB) and not with the other (NODE)."""
+    shares a host bridge with one GPU (PHB) and not with the other (NODE). The GPUs are A100
+    PCIe (10de:20f1) unless `gpu_device` says otherwise."""
     b = SysfsBuilder(root)
     standard_cpus(b, sockets=2, cores=32)
     nics: list[tuple[PciNode, str]] = []
@@ -185,7 +187,7 @@ def pcie_server(root: Path) -> None:
         hb = b.host_bridge(base, numa=numa)
         _platform(b, hb, base, 5)
         gpu_rp = b.bridge(hb, base, 2)
-        b.function(gpu_rp, base + 1, 0, vendor=NVIDIA, device=0x20F1, cls=GPU_3D)
+        b.function(gpu_rp, base + 1, 0, vendor=NVIDIA, device=gpu_device, cls=GPU_3D)
         if nic:
             nic_rp = b.bridge(hb, base, 4)
             fn = b.function(nic_rp, base + 2, 0, vendor=MELLANOX, device=0x101D, cls=ETH_CLASS)
@@ -251,6 +253,9 @@ MACHINES: dict[str, Callable[[Path], None]] = {
     "dgx-a100": dgx_a100,
     "hgx-a800": hgx_a800,
     "pcie-server": pcie_server,
+    # The same layout with L40S boards (10de:26b9, a 3D controller), as PCIe inference and
+    # fine-tuning servers ship them.
+    "pcie-l40s": partial(pcie_server, gpu_device=0x26B9),
     "workstation": workstation,
     "vm": vm,
     "hyperv-gpu-vm": hyperv_gpu_vm,

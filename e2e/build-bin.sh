@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Build the real control plane (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager, kubectl) from the Go module proxy into a cache outside
+# the repository, keyed by version, and reuse what is already there.
+#
+# Kubernetes and etcd cannot be `go install`ed: their go.mod files replace
+# modules with directories that module zips leave out. The wrapper modules in
+# e2e/go/ require the upstream module and pin every replaced one to its release.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.sh
+. "$here/versions.sh"
+bin=$(e2e_bin_dir)
+mkdir -p "$bin"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "make e2e-bin needs Go >= 1.26 on PATH (https://go.dev/doc/install)" >&2
+  exit 1
+fi
+go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
+if [ "${go_minor:-0}" -lt 26 ]; then
+  echo "make e2e-bin needs Go >= 1.26, found $(go env GOVERSION)" >&2
+  exit 1
+fi
+
+export CGO_ENABLED=0
+export GOFLAGS=-mod=readonly
+start=$(date +%s)
+stamp() { printf '[e2e-bin %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
+
+# What hack/lib/version.sh stamps, so that `--version` tells the truth.
+k8s_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$K8S_VERSION"
+  k8s_ldflags+=" -X $pkg.gitMajor=$(cut -d. -f1 <<<"${K8S_VERSION#v}")"
+  k8s_ldflags+=" -X $pkg.gitMinor=$(cut -d. -f2 <<<"${K8S_VERSION#v}")"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean"
+  k8s_ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+
+build() {  # build NAME MODULE_DIR PACKAGE LDFLAGS
+  local name=$1 dir=$2 pkg=$3 ldflags=$4
+  if [ -x "$bin/$name" ]; then
+    stamp "$name: cached in $bin"
+    return
+  fi
+  stamp "$name: building $pkg (a cold build takes minutes on 2 cores)"
+  local t0; t0=$(date +%s)
+  (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin/$name.tmp" "$pkg")
+  mv "$bin/$name.tmp" "$bin/$name"   # only a whole binary ever has the final name
+  stamp "$name: built in $(( $(date +%s) - t0 ))s"
+}
+
+build etcd "$here/go/etcd" . "-s -w"
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  build "$cmd" "$here/go/kubernetes" "k8s.io/kubernetes/cmd/$cmd" "$k8s_ldflags"
+done
+# The cert-manager overlay's CRDs, from the cert-manager Go module (its deploy/crds).
+crds="$bin/../cert-manager-$CERT_MANAGER_VERSION-crds"
+if [ ! -d "$crds" ]; then
+  stamp "cert-manager $CERT_MANAGER_VERSION CRDs: downloading the Go module"
+  dir=$(go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir/deploy/crds" ] || { echo "no deploy/crds in cert-manager module at $dir" >&2; exit 1; }
+  ln -sfn "$dir/deploy/crds" "$crds"
+fi
+stamp "all binaries in $bin"

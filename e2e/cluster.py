@@ -1,0 +1,213 @@
+"""`make cluster` / `make cluster-down`: the real control plane with Topoplace on it.
+
+    python -m e2e.cluster up      # start everything, print the two export lines, exit
+    python -m e2e.cluster down    # stop every process it started, by pid; remove the state
+    python -m e2e.cluster status  # what runs
+
+State (kubeconfigs, PKI, logs, pids, node fixtures) lives in $TOPOPLACE_E2E_STATE, default
+<repo>/.e2e; etcd's data in /dev/shm. `cluster.json` there tells the e2e tests where
+everything is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from e2e import procs
+from e2e.controlplane import ControlPlane, start_control_plane
+from e2e.kube import Kubectl
+from e2e.topoplace import REPO, VENV_BIN, install, register_nodes, start_agents, start_webhook
+
+__all__ = ["Cluster", "load", "main", "state_dir"]
+
+# Stopped first to last: our processes before the control plane they talk to.
+STOP_ORDER_PREFIXES = (
+    "agent-",
+    "webhook-serve",
+    "webhook-certs",
+    "projector",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kube-apiserver",
+    "etcd",
+)
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("TOPOPLACE_E2E_STATE") or REPO / ".e2e").resolve()
+
+
+def bin_dir() -> Path:
+    out = subprocess.run(
+        ["bash", "-c", f". {REPO / 'e2e' / 'versions.sh'} && e2e_bin_dir"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(out.stdout.strip())
+
+
+def _tmpfs_dir(state: Path) -> Path:
+    key = hashlib.sha256(str(state).encode()).hexdigest()[:12]
+    return Path("/dev/shm") / f"topoplace-e2e-{key}"
+
+
+class Cluster:
+    """What `up` recorded in cluster.json, for the e2e tests and `down`."""
+
+    def __init__(self, state: Path, info: dict[str, Any]) -> None:
+        self.state = state
+        self.info = info
+        self.kubeconfig = Path(info["kubeconfig"])
+        self.bin = Path(info["bin"])
+        self.kubectl = Kubectl(self.bin / "kubectl", self.kubeconfig)
+
+    @property
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        return self.info["nodes"]
+
+    def restart(self, name: str) -> None:
+        """Stop one of our processes and start it again with the same command line."""
+        proc = self.info["procs"][name]
+        procs.stop(self.state, name)
+        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=REPO)
+
+    def stop(self, name: str) -> None:
+        procs.stop(self.state, name)
+
+    def start(self, name: str) -> None:
+        proc = self.info["procs"][name]
+        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=REPO)
+
+
+def load(state: Path | None = None) -> Cluster:
+    state = state or state_dir()
+    info_file = state / "cluster.json"
+    if not info_file.exists():
+        raise FileNotFoundError(f"no cluster at {state}: run `make cluster` first")
+    return Cluster(state, json.loads(info_file.read_text()))
+
+
+def _exports(info: dict[str, Any]) -> str:
+    return f"export KUBECONFIG={info['kubeconfig']}\nexport PATH={info['path']}:$PATH"
+
+
+def _path_dir(state: Path, bins: Path) -> Path:
+    """One directory for PATH: the Kubernetes binaries and our commands (kubectl plugins too)."""
+    out = state / "bin"
+    out.mkdir(parents=True, exist_ok=True)
+    links = {p.name: p for p in bins.iterdir()}
+    links |= {p.name: p for p in VENV_BIN.glob("topoplace-*")}
+    links |= {p.name: p for p in VENV_BIN.glob("kubectl-*")}
+    for name, target in links.items():
+        (out / name).unlink(missing_ok=True)
+        (out / name).symlink_to(target)
+    return out
+
+
+def up(state: Path) -> int:
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        print(f"[cluster {time.monotonic() - started:5.1f}s] {text}", flush=True)
+
+    if (state / "cluster.json").exists():
+        alive = procs.running(state)
+        if alive:
+            print(f"cluster already up ({len(alive)} processes, state {state})")
+            print(_exports(json.loads((state / "cluster.json").read_text())))
+            return 0
+        say(f"a previous cluster at {state} is gone; cleaning its state")
+        down(state, quiet=True)
+    bins = bin_dir()
+    missing = [b for b in ("etcd", "kube-apiserver", "kubectl") if not (bins / b).exists()]
+    if missing:
+        print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
+        return 1
+    state.mkdir(parents=True, exist_ok=True)
+    etcd_data = _tmpfs_dir(state)
+    etcd_data.mkdir(parents=True, exist_ok=True)
+    try:
+        cp = start_control_plane(state, bins, etcd_data, say)
+        k = Kubectl(bins / "kubectl", cp.admin_kubeconfig)
+        node_paths = register_nodes(cp, k, say)
+        objects = install(k, say)
+        ours = start_webhook(cp, k, objects, say)
+        ours |= start_agents(cp, k, objects, node_paths, say)
+    except Exception as exc:
+        print(f"make cluster failed: {exc}", file=sys.stderr)
+        for name in procs.running(state):
+            print(procs.log_tail(state, name, 15), file=sys.stderr)
+        down(state, quiet=True)
+        return 1
+    info = _record(state, cp, bins, node_paths, ours)
+    say(f"cluster up: {len(node_paths)} nodes; logs in {state / 'logs'}")
+    print(_exports(info))
+    return 0
+
+
+def _record(
+    state: Path, cp: ControlPlane, bins: Path, node_paths: dict[str, Any], ours: dict[str, Any]
+) -> dict[str, Any]:
+    info = {
+        "state": str(state),
+        "bin": str(bins),
+        "path": str(_path_dir(state, bins)),
+        "server": cp.server,
+        "kubeconfig": str(cp.admin_kubeconfig),
+        "ca": str(cp.pki.ca),
+        "audit_log": str(cp.audit_log),
+        "etcd_data": str(cp.etcd_data),
+        "nodes": node_paths,
+        "procs": ours,
+    }
+    (state / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
+    return info
+
+
+def down(state: Path, *, quiet: bool = False) -> int:
+    names = [p.stem for p in sorted((state / "pids").glob("*.pid"))] if state.exists() else []
+    order = sorted(
+        names,
+        key=lambda n: next(
+            (i for i, p in enumerate(STOP_ORDER_PREFIXES) if n.startswith(p)),
+            len(STOP_ORDER_PREFIXES),
+        ),
+    )
+    stopped = procs.stop_all(state, order) if names else []
+    shutil.rmtree(_tmpfs_dir(state), ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
+    if not quiet:
+        print(f"cluster down: stopped {len(stopped)} processes, removed {state}")
+    return 0
+
+
+def status(state: Path) -> int:
+    alive = procs.running(state)
+    if not alive:
+        print(f"no cluster running (state {state})")
+        return 1
+    for name, pid in alive.items():
+        print(f"{pid:>8}  {name}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
+    parser.add_argument("command", choices=("up", "down", "status"))
+    args = parser.parse_args(argv)
+    state = state_dir()
+    return {"up": up, "down": down, "status": status}[args.command](state)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1, no kubelet."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from e2e import procs
+from e2e.kube import get_url, write_kubeconfig
+from e2e.pki import Pki, make_pki
+
+__all__ = ["CONTROLLERS", "ControlPlane", "start_control_plane"]
+
+SERVICE_CIDR = "10.0.0.0/24"
+
+# Everything the product's objects need, and nothing that expects a kubelet: without
+# heartbeats, node-lifecycle-controller would taint every node unreachable.
+CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "cronjob-controller",
+    "daemonset-controller",
+    "disruption-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+    "clusterrole-aggregation-controller",
+    "resourceclaim-controller",
+    "ttl-after-finished-controller",
+)
+
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # Writes to nodes, pods and our objects, with who made them: the e2e checks count the
+        # agent's node writes from here.
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [
+                {"group": "", "resources": ["nodes", "nodes/status", "pods", "secrets"]},
+                {"group": "admissionregistration.k8s.io"},
+                {"group": "resource.k8s.io"},
+            ],
+        },
+        {"level": "None"},
+    ],
+}
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    state: Path
+    bin: Path
+    pki: Pki
+    server: str
+    admin_kubeconfig: Path
+    etcd_data: Path
+
+    @property
+    def audit_log(self) -> Path:
+        return procs.log_path(self.state, "audit")
+
+
+def _ready(url: str, pki: Pki, *, client: str | None = None, verify: bool = True) -> bool:
+    cert = (pki.cert(client), pki.key(client)) if client else None
+    return get_url(url, ca=pki.ca, cert=cert, verify=verify).strip() in (
+        "ok",
+        '{"health":"true","reason":""}',
+    )
+
+
+def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> ControlPlane:
+    pki = make_pki(state / "pki")
+    say("PKI generated (one CA, serving and client pairs, service-account key)")
+    etcd_port, peer_port, api_port = procs.free_port(), procs.free_port(), procs.free_port()
+    kcm_port, sched_port = procs.free_port(), procs.free_port()
+
+    etcd_url = f"http://127.0.0.1:{etcd_port}"
+    peer_url = f"http://127.0.0.1:{peer_port}"
+    procs.start(
+        state,
+        "etcd",
+        [
+            str(bin_dir / "etcd"),
+            f"--data-dir={etcd_data}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=default={peer_url}",
+            "--unsafe-no-fsync",  # data on tmpfs: nothing to sync to
+            "--log-level=warn",
+        ],
+    )
+    procs.wait_for(
+        lambda: json.loads(get_url(f"{etcd_url}/health")).get("health") == "true",
+        "etcd /health",
+        timeout=30,
+        watch=lambda: procs.check_alive(state, "etcd"),
+    )
+    say(f"etcd ready on {etcd_url} (data on tmpfs {etcd_data})")
+
+    audit_policy = state / "audit-policy.json"
+    audit_policy.write_text(json.dumps(AUDIT_POLICY))
+    server = f"https://127.0.0.1:{api_port}"
+    procs.start(
+        state,
+        "kube-apiserver",
+        [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            "--endpoint-reconciler-type=none",  # the reconciler refuses a loopback address
+            f"--tls-cert-file={pki.cert('kube-apiserver')}",
+            f"--tls-private-key-file={pki.key('kube-apiserver')}",
+            f"--client-ca-file={pki.ca}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.dir / 'service-account.pub'}",
+            f"--service-account-signing-key-file={pki.key('service-account')}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,"
+            "ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
+            f"--audit-policy-file={audit_policy}",
+            f"--audit-log-path={procs.log_path(state, 'audit')}",
+            "--audit-log-format=json",
+            "--profiling=false",
+        ],
+    )
+    procs.wait_for(
+        lambda: _ready(f"{server}/readyz", pki, client="admin"),
+        "kube-apiserver /readyz",
+        timeout=90,
+        watch=lambda: procs.check_alive(state, "kube-apiserver"),
+    )
+    say(f"kube-apiserver ready on {server}")
+
+    kubeconfigs = state / "kubeconfigs"
+    admin = write_kubeconfig(
+        kubeconfigs / "admin.kubeconfig",
+        server=server,
+        ca=pki.ca,
+        user="admin",
+        cert=pki.cert("admin"),
+        key=pki.key("admin"),
+    )
+    component = {
+        name: write_kubeconfig(
+            kubeconfigs / f"{name}.kubeconfig",
+            server=server,
+            ca=pki.ca,
+            user=name,
+            cert=pki.cert(name),
+            key=pki.key(name),
+        )
+        for name in ("kube-scheduler", "kube-controller-manager")
+    }
+    procs.start(
+        state,
+        "kube-controller-manager",
+        [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={component['kube-controller-manager']}",
+            f"--controllers={','.join(CONTROLLERS)}",
+            "--use-service-account-credentials=true",  # each controller under its own RBAC role
+            f"--service-account-private-key-file={pki.key('service-account')}",
+            f"--root-ca-file={pki.ca}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={kcm_port}",
+        ],
+    )
+    scheduler_config = state / "kube-scheduler.yaml"
+    scheduler_config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(component["kube-scheduler"])},
+                "leaderElection": {"leaderElect": False},
+            }
+        )
+    )
+    procs.start(
+        state,
+        "kube-scheduler",
+        [
+            str(bin_dir / "kube-scheduler"),
+            f"--config={scheduler_config}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={sched_port}",
+        ],
+    )
+    for name, port in (("kube-controller-manager", kcm_port), ("kube-scheduler", sched_port)):
+        procs.wait_for(
+            lambda port=port: _ready(f"https://127.0.0.1:{port}/healthz", pki, verify=False),
+            f"{name} /healthz",
+            timeout=60,
+            watch=lambda name=name: procs.check_alive(state, name),
+        )
+        say(f"{name} healthy")
+    return ControlPlane(state, bin_dir, pki, server, admin, etcd_data)

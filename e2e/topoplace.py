@@ -1,0 +1,265 @@
+"""Topoplace on the local control plane: the manifests applied, simulated nodes registered, and
+the webhook, its certs sidecar and one agent per node running as the manifests run them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e import nodes, procs
+from e2e.controlplane import ControlPlane
+from e2e.kube import Kubectl, get_url, write_kubeconfig
+from e2e.pods import local_container, pod_spec_of
+
+__all__ = ["NAMESPACE", "install", "register_nodes", "start_agents", "start_webhook"]
+
+NAMESPACE = "topoplace-system"
+REPO = Path(__file__).resolve().parent.parent
+OVERLAY = REPO / "e2e" / "overlays" / "base"
+VENV_BIN = Path(sys.executable).parent
+EXECUTABLES = {name: str(VENV_BIN / name) for name in ("topoplace-webhook", "topoplace-agent")}
+TOKEN_SECONDS = 48 * 3600  # outlives any test run; a kubelet would refresh it hourly
+
+Say = Callable[[str], None]
+
+
+def render(k: Kubectl, overlay: Path = OVERLAY) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(k("kustomize", str(overlay))) if d]
+
+
+def register_nodes(cp: ControlPlane, k: Kubectl, say: Say) -> dict[str, dict[str, Any]]:
+    """Create each Node with the status a kubelet would post, as the kubelet registers."""
+    out: dict[str, dict[str, Any]] = {}
+    for node in nodes.NODES:
+        paths = nodes.lay_out(node, cp.state / "nodes" / node.name)
+        obj = nodes.node_object(node, paths)
+        k("create", "-f", "-", input=json.dumps(obj))
+        k(
+            "patch",
+            "node",
+            node.name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": obj["status"]}),
+        )
+        # TaintNodesByCondition put not-ready on it at create; the kubelet's first Ready status
+        # would lift it, and no node-lifecycle controller runs here to do that.
+        k.run("taint", "node", node.name, "node.kubernetes.io/not-ready-", check=False)
+        out[node.name] = {
+            "machine": node.machine,
+            "sysfs": str(paths.sysfs),
+            "datasets": str(paths.datasets),
+            "kubelet_config": str(paths.kubelet_config),
+        }
+        say(
+            f"node {node.name} registered ({node.machine}: {obj['status']['capacity']['cpu']} "
+            f"cpu, {obj['status']['capacity'].get('nvidia.com/gpu', '0')} GPUs)"
+        )
+    return out
+
+
+def install(k: Kubectl, say: Say) -> list[dict[str, Any]]:
+    objects = render(k)
+    k("apply", "-k", str(OVERLAY))
+    procs.wait_for(
+        lambda: (
+            k.run("get", "serviceaccount", "default", "-n", NAMESPACE, check=False).returncode == 0
+        ),
+        "serviceaccount default in topoplace-system (serviceaccount-controller)",
+    )
+    say(f"manifests applied: kubectl apply -k {OVERLAY.relative_to(REPO)} ({len(objects)} objects)")
+    return objects
+
+
+def _bound_pods(k: Kubectl, app: str) -> dict[str, str]:
+    """node name → pod name of the `app` pods the scheduler has bound."""
+    pods = k.json("get", "pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/name={app}")
+    return {
+        p["spec"]["nodeName"]: p["metadata"]["name"]
+        for p in pods["items"]
+        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def _token_kubeconfig(cp: ControlPlane, k: Kubectl, sa: str, pod: str, name: str) -> Path:
+    """A kubeconfig holding a TokenRequest token bound to `pod`, like a projected token."""
+    token = k(
+        "create",
+        "token",
+        sa,
+        "-n",
+        NAMESPACE,
+        "--bound-object-kind=Pod",
+        f"--bound-object-name={pod}",
+        f"--duration={TOKEN_SECONDS}s",
+    ).strip()
+    return write_kubeconfig(
+        cp.state / "kubeconfigs" / f"{name}.kubeconfig",
+        server=cp.server,
+        ca=cp.pki.ca,
+        user=f"{sa}@{pod}",
+        token=token,
+    )
+
+
+def _start(cp: ControlPlane, name: str, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    procs.start(cp.state, name, argv, env=env, cwd=REPO)
+    return {"argv": argv, "env": env}
+
+
+def start_webhook(
+    cp: ControlPlane, k: Kubectl, objects: list[dict[str, Any]], say: Say
+) -> dict[str, dict[str, Any]]:
+    spec = pod_spec_of(objects, "Deployment", "topoplace-webhook")
+    pods = procs.wait_for(
+        lambda: _bound_pods(k, "topoplace-webhook"),
+        "a topoplace-webhook pod bound by kube-scheduler",
+    )
+    pod = sorted(pods.values())[0]
+    kubeconfig = _token_kubeconfig(cp, k, "topoplace-webhook", pod, "webhook-certs")
+    root = cp.state / "webhook"
+    volumes = {"tls": root / "tls", "policies": root / "policies", "tmp": root / "tmp"}
+    for path in volumes.values():
+        path.mkdir(parents=True, exist_ok=True)
+    fields = {"metadata.namespace": NAMESPACE, "metadata.name": pod}
+    started: dict[str, dict[str, Any]] = {}
+
+    # The kubelet's part: the policies ConfigMap volume, kept current.
+    config_map = next(v["configMap"]["name"] for v in spec["volumes"] if v["name"] == "policies")
+    started["projector"] = _start(
+        cp,
+        "projector",
+        [
+            sys.executable,
+            "-m",
+            "e2e.projector",
+            f"--kubeconfig={cp.admin_kubeconfig}",
+            f"--namespace={NAMESPACE}",
+            f"--name={config_map}",
+            f"--dir={volumes['policies']}",
+        ],
+        {},
+    )
+    procs.wait_for(
+        lambda: (volumes["policies"] / "..data").is_symlink(),
+        f"ConfigMap {config_map} projected",
+        watch=lambda: procs.check_alive(cp.state, "projector"),
+    )
+
+    certs = local_container(
+        spec,
+        "certs",
+        volumes=volumes,
+        fields=fields,
+        executables=EXECUTABLES,
+        extra_args=[f"--kubeconfig={kubeconfig}"],
+    )
+    started["webhook-certs"] = _start(cp, "webhook-certs", certs.argv, certs.env)
+    # The sidecar's startupProbe: `serve` starts once the key pair is on the shared volume.
+    crt = volumes["tls"] / "tls.crt"
+    procs.wait_for(
+        lambda: crt.exists() and crt.stat().st_size > 0,
+        f"{crt} (certs sidecar)",
+        watch=lambda: procs.check_alive(cp.state, "webhook-certs"),
+    )
+
+    # Every pod has its own network namespace; here they share the host's, so loopback only.
+    serve = local_container(
+        spec,
+        "serve",
+        volumes=volumes,
+        fields=fields,
+        executables=EXECUTABLES,
+        extra_args=["--host=127.0.0.1"],
+    )
+    started["webhook-serve"] = _start(cp, "webhook-serve", serve.argv, serve.env)
+    wait_webhook_ready(cp)
+    procs.wait_for(
+        lambda: k.json("get", "mutatingwebhookconfiguration", "topoplace-webhook")["webhooks"][0][
+            "clientConfig"
+        ].get("caBundle"),
+        "caBundle of MutatingWebhookConfiguration topoplace-webhook (certs sidecar)",
+    )
+    say(f"webhook serving as pod {pod} would (certs sidecar wrote the Secret and caBundle)")
+    return started
+
+
+def wait_webhook_ready(cp: ControlPlane) -> None:
+    procs.wait_for(
+        lambda: get_url("https://127.0.0.1:8443/readyz", verify=False).strip(),
+        "topoplace-webhook serve /readyz on 127.0.0.1:8443",
+        watch=lambda: procs.check_alive(cp.state, "webhook-serve"),
+    )
+
+
+def start_agents(
+    cp: ControlPlane,
+    k: Kubectl,
+    objects: list[dict[str, Any]],
+    node_paths: dict[str, Any],
+    say: Say,
+) -> dict[str, dict[str, Any]]:
+    spec = pod_spec_of(objects, "DaemonSet", "topoplace-agent")
+    pods = procs.wait_for(
+        lambda: (b := _bound_pods(k, "topoplace-agent")).keys() >= node_paths.keys() and b,
+        "a topoplace-agent pod on every node (DaemonSet controller, kube-scheduler)",
+    )
+    started: dict[str, dict[str, Any]] = {}
+    for node, paths in node_paths.items():
+        pod = pods[node]
+        kubeconfig = _token_kubeconfig(cp, k, "topoplace-agent", pod, f"agent-{node}")
+        tmp = cp.state / "nodes" / node / "tmp"
+        tmp.mkdir(exist_ok=True)
+        volumes = {
+            "sys": Path(paths["sysfs"]),
+            "datasets": Path(paths["datasets"]),
+            "kubelet-config": Path(paths["kubelet_config"]),
+            "tmp": tmp,
+        }
+        fields = {"spec.nodeName": node, "metadata.namespace": NAMESPACE, "metadata.name": pod}
+        prepare = local_container(
+            spec, "prepare-cache", volumes=volumes, fields=fields, executables=EXECUTABLES
+        )
+        # The DaemonSet's init container: hand the cache root to the prefetchers' user.
+        rc = procs.run_once(
+            cp.state, f"prepare-cache-{node}", prepare.argv, env=prepare.env, cwd=REPO
+        )
+        if rc != 0:
+            raise RuntimeError(
+                f"prepare-cache for {node} exited {rc}\n"
+                f"{procs.log_tail(cp.state, f'prepare-cache-{node}')}"
+            )
+        port = procs.free_port()
+        paths["metrics_port"] = port
+        agent = local_container(
+            spec,
+            "agent",
+            volumes=volumes,
+            fields=fields,
+            executables=EXECUTABLES,
+            extra_args=[
+                f"--kubeconfig={kubeconfig}",
+                f"--metrics-port={port}",
+                "--metrics-host=127.0.0.1",
+            ],
+        )
+        started[f"agent-{node}"] = _start(cp, f"agent-{node}", agent.argv, agent.env)
+    for node, paths in node_paths.items():
+        wait_agent_ready(cp, node, paths["metrics_port"])
+    say(f"agents running for {len(node_paths)} nodes, each with a token bound to its pod")
+    return started
+
+
+def wait_agent_ready(cp: ControlPlane, node: str, port: int) -> None:
+    procs.wait_for(
+        lambda: get_url(f"http://127.0.0.1:{port}/readyz"),
+        f"agent of {node} /readyz (first reconcile done)",
+        timeout=60,
+        watch=lambda: procs.check_alive(cp.state, f"agent-{node}"),
+    )

@@ -1,0 +1,9 @@
+# Pinned versions of the real control plane, and the cache they build into.
+# The wrapper modules in e2e/go/ must require the same versions.
+K8S_VERSION=v1.37.2
+ETCD_VERSION=v3.6.16
+e2e_bin_dir() {
+  echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/k8s-$K8S_VERSION-etcd-$ETCD_VERSION/bin"
+}
+# cert-manager's published CRDs (its Go module's deploy/crds), for the cert-manager overlay.
+CERT_MANAGER_VERSION=v1.21.2

@@ -1,0 +1,97 @@
+"""Fixtures for the scenarios on the real control plane that `make cluster` started.
+
+Every scenario is marked `e2e` (never part of `make test`); `make e2e` brings the cluster up,
+runs them, and takes it down. A failed scenario's report ends with the tails of the logs that
+matter: our processes, the scheduler and the API server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import procs
+from e2e.cluster import Cluster, load
+from e2e.kube import Kubectl
+
+REPO = Path(__file__).resolve().parents[2]
+_LOGS = ("webhook-serve", "webhook-certs", "projector", "kube-scheduler", "kube-apiserver")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "e2e" in item.keywords:
+        try:
+            state = load().state
+        except FileNotFoundError:
+            return
+        names = [*_LOGS, *sorted(p.stem for p in (state / "logs").glob("agent-*.log"))]
+        tails = [procs.log_tail(state, n, 12 if n.startswith("agent-") else 25) for n in names]
+        report.sections.append(("cluster logs", "\n\n".join(tails)))
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    try:
+        return load()
+    except FileNotFoundError as exc:
+        pytest.fail(f"{exc} (make e2e does both)")
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster: Cluster) -> Kubectl:
+    return cluster.kubectl
+
+
+_numbers = itertools.count(1)
+
+
+@pytest.fixture
+def namespace(kubectl: Kubectl) -> Iterator[str]:
+    """A fresh namespace matching the example policies' `ml-*` allowlist, deleted afterwards."""
+    name = f"ml-e2e-{next(_numbers)}"
+    kubectl("create", "namespace", name)
+    procs.wait_for(
+        lambda: kubectl.run("get", "sa", "default", "-n", name, check=False).returncode == 0,
+        f"serviceaccount default in {name}",
+    )
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def create(kubectl: Kubectl) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`create(obj, namespace)`: kubectl create of one object; returns the completed process."""
+
+    def run(
+        obj: dict[str, Any], namespace: str, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return kubectl.run(
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            "-o",
+            "json",
+            *args,
+            input=json.dumps(obj),
+            check=check,
+        )
+
+    return run

@@ -1,0 +1,108 @@
+"""What the scenarios check with, the way a platform engineer checks with kubectl."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e import procs
+from e2e.kube import Kubectl
+from e2e.pods import container_of, pod_spec_of
+
+REPO = Path(__file__).resolve().parents[2]
+WEBHOOK = str(Path(sys.executable).with_name("topoplace-webhook"))
+
+
+def serve_engine_flags(kubectl: Kubectl) -> list[str]:
+    """The engine flags the webhook Deployment passes to `serve`, for the offline `mutate`."""
+    objects = [d for d in yaml.safe_load_all(kubectl("kustomize", str(REPO / "manifests"))) if d]
+    serve = container_of(pod_spec_of(objects, "Deployment", "topoplace-webhook"), "serve")
+    engine = ("--dataset-cache-root=", "--prefetch-image=", "--on-missing-policy=")
+    return [a for a in serve["args"] if a.startswith(engine)]
+
+
+def predict(kubectl: Kubectl, obj: dict[str, Any], namespace: str, policies: Path) -> list[Any]:
+    """`topoplace-webhook mutate --output pod`: the pods (or templates) the webhook should store."""
+    done = subprocess.run(
+        [
+            WEBHOOK,
+            "mutate",
+            f"--policies={policies}",
+            f"--namespace={namespace}",
+            "--output=pod",
+            *serve_engine_flags(kubectl),
+            "-",
+        ],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def template_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a Pod, or of a workload's pod template."""
+    if doc["kind"] == "Pod":
+        return doc["spec"]
+    return doc["spec"]["template"]["spec"]
+
+
+def assert_subset(expected: Any, actual: Any, where: str = "") -> None:
+    """Every field `expected` sets has that value in `actual` (which may hold more: defaults)."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), f"{where}: expected an object, stored {actual!r}"
+        for key, value in expected.items():
+            assert key in actual, f"{where}.{key}: missing from the stored object"
+            assert_subset(value, actual[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list), f"{where}: expected a list, stored {actual!r}"
+        assert len(expected) == len(actual), (
+            f"{where}: {len(expected)} items expected, {len(actual)} stored: {actual!r}"
+        )
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            assert_subset(e, a, f"{where}[{i}]")
+    else:
+        assert expected == actual, f"{where}: expected {expected!r}, stored {actual!r}"
+
+
+def pods(kubectl: Kubectl, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+    args = ["get", "pods", "-n", namespace] + (["-l", selector] if selector else [])
+    return kubectl.json(*args)["items"]
+
+
+def wait_pods(kubectl: Kubectl, namespace: str, selector: str, count: int) -> list[dict]:
+    return procs.wait_for(
+        lambda: (found := pods(kubectl, namespace, selector)) and len(found) >= count and found,
+        f"{count} pods {selector} in {namespace}",
+    )
+
+
+def wait_bound(kubectl: Kubectl, namespace: str, name: str, timeout: float = 30) -> str:
+    """The node kube-scheduler binds pod `name` to."""
+    return procs.wait_for(
+        lambda: kubectl.json("get", "pod", name, "-n", namespace)["spec"].get("nodeName"),
+        f"pod {namespace}/{name} bound to a node by kube-scheduler",
+        timeout=timeout,
+    )
+
+
+def events(kubectl: Kubectl, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
+    found = kubectl.json(
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.name={name},reason={reason}",
+    )["items"]
+    return found
+
+
+def node_labels(kubectl: Kubectl, node: str) -> dict[str, str]:
+    return kubectl.json("get", "node", node)["metadata"].get("labels", {})
