@@ -33,6 +33,7 @@ __all__ = [
     "desired_templates",
     "plan_changes",
     "policy_templates",
+    "templates_for_pod",
 ]
 
 API_VERSION = "resource.k8s.io/v1"
@@ -112,6 +113,26 @@ def desired_templates(
             for body in policy_templates(policy, namespace):
                 wanted[(namespace, body["metadata"]["name"])] = body
     return wanted
+
+
+def templates_for_pod(
+    pod: dict[str, Any], namespace: str, policies: Mapping[str, PlacementPolicy]
+) -> list[dict[str, Any]]:
+    """The templates a (mutated) pod's claims reference, as the reconciler would make them."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    policy = policies.get(labels.get(POLICY_LABEL, ""))
+    if policy is None or policy.spec.dra is None:
+        return []
+    by_name = {template_name(policy.name, n): n for n in policy.spec.dra.gpu_counts}
+    claims = (pod.get("spec") or {}).get("resourceClaims") or []
+    wanted = sorted(
+        {
+            by_name[c["resourceClaimTemplateName"]]
+            for c in claims
+            if isinstance(c, dict) and c.get("resourceClaimTemplateName") in by_name
+        }
+    )
+    return [build_template(policy, n, namespace) for n in wanted]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from webhook.engine.mutation import add_engine_arguments, settings_from_args
 
@@ -31,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--output",
-        choices=("pod", "patch", "diff"),
+        choices=("pod", "patch", "diff", "templates"),
         default="pod",
-        help="print the mutated objects (pod), the JSON patches, or a unified diff",
+        help="print the mutated objects (pod), the JSON patches, a unified diff, or the DRA "
+        "ResourceClaimTemplates the mutated pods reference (templates)",
     )
     add_engine_arguments(parser)
 
@@ -79,5 +81,23 @@ def run(args: argparse.Namespace) -> int:
         for denial in denials:
             print(f"error: denied: {denial}", file=sys.stderr)
         return EXIT_DENIED
-    sys.stdout.write(render(results, output=args.output))
+    if args.output == "templates":
+        sys.stdout.write(_templates(results, policies, args.namespace or "default"))
+    else:
+        sys.stdout.write(render(results, output=args.output))
     return 0
+
+
+def _templates(results: list[Any], policies: Any, namespace: str) -> str:
+    """Each template once, as `claim-templates` would create it in the pod's namespace."""
+    from webhook.claims.templates import templates_for_pod
+    from webhook.workloads.templates import pod_templates
+    from webhook.yaml_io import dump_documents
+
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for result in results:
+        ns = (result.after.get("metadata") or {}).get("namespace") or namespace
+        for template in pod_templates(result.after):
+            for body in templates_for_pod(template.pod, ns, policies):
+                found.setdefault((ns, body["metadata"]["name"]), body)
+    return dump_documents(list(found.values())) if found else ""

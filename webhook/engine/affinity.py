@@ -18,10 +18,15 @@ Expression = dict[str, Any]
 
 
 def required_expressions(
-    placement: Placement, *, gpus: int, warnings: list[str]
+    placement: Placement, *, gpus: int, warnings: list[str], devices: bool = True
 ) -> list[Expression]:
-    """Match expressions on the agent's node labels for this placement and GPU count."""
+    """Match expressions on the agent's node labels for this placement and GPU count.
+
+    `devices=False` leaves out the GPU/NIC terms (link, pairs, single NUMA node): DRA claims
+    enforce those per device, and the node-wide labels would only narrow the choice."""
     exprs: list[Expression] = []
+    if not devices:
+        placement = _without_device_terms(placement)
     if placement.gpu_nic_link is not None:
         acceptable = LINK_WORDS[: LINK_WORDS.index(placement.gpu_nic_link) + 1]
         exprs.append(_expr(Label.GPU_NIC_LINK, "In", list(acceptable)))
@@ -43,6 +48,12 @@ def required_expressions(
     for key, value in placement.required_labels.items():
         exprs.append(_expr(key, "In", [value]))
     return exprs
+
+
+def _without_device_terms(placement: Placement) -> Placement:
+    return placement.model_copy(
+        update={"gpu_nic_link": None, "gpu_nic_pairs": False, "single_numa_node": False}
+    )
 
 
 def dataset_preferences(datasets: list[Dataset]) -> list[dict[str, Any]]:

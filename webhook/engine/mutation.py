@@ -7,6 +7,7 @@ neither side imports the other's internals.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +38,10 @@ class EngineSettings:
     cache_root: Path = DEFAULT_CACHE_ROOT
     prefetch_image: str = DEFAULT_PREFETCH_IMAGE
     on_missing_policy: OnMissing = "warn"
+    claim_templates: Callable[[str, str], bool | None] | None = None
+    """Whether ResourceClaimTemplate (namespace, name) exists: True, False, or None for
+    "cannot tell". None (the default, and what `serve` uses): trust that the claim-templates
+    command made every template the DRA policies want."""
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:

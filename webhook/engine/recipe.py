@@ -10,6 +10,7 @@ shape is checked first (pod_shape), so the steps can trust the fields they edit.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from webhook.engine.affinity import (
@@ -19,6 +20,7 @@ from webhook.engine.affinity import (
     required_expressions,
 )
 from webhook.engine.datasets import add_datasets
+from webhook.engine.dra import claimed_workers, plan_dra, rewrite
 from webhook.engine.env import add_env
 from webhook.engine.launcher import bind_numa
 from webhook.engine.mutation import EngineSettings, Mutation
@@ -67,7 +69,9 @@ def mutate(
     check_spec(pod.get("spec"))
     new = _working_copy(pod)
     warnings: list[str] = []
-    _apply(new["spec"], policy, _plan(policy, applied), settings, warnings)
+    denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, warnings)
+    if denial is not None:
+        return Mutation(pod=pod, allowed=False, denial=denial, warnings=warnings, policy=name)
     new_metadata = new["metadata"]
     new_metadata["annotations"] = {
         **(new_metadata.get("annotations") or {}),
@@ -79,14 +83,25 @@ def mutate(
 def _apply(
     spec: dict[str, Any],
     policy: PlacementPolicy,
+    namespace: str,
     plan: ResourcePlan,
     settings: EngineSettings,
     warnings: list[str],
-) -> None:
+) -> str | None:
+    """Run every step on `spec`; returns a denial message, or None."""
     rules = policy.spec
     workers = select_workers(
         spec, names=rules.workers, resource=rules.gpu_resource, warnings=warnings
     )
+    if rules.dra is not None and rules.workers is None:
+        # Seen before: our claim replaced the GPU limit that made these containers workers.
+        known = {id(w) for w in workers}
+        workers += [c for c in claimed_workers(spec, policy) if id(c) not in known]
+    dra = plan_dra(spec, policy, workers, namespace, settings.claim_templates, warnings)
+    if dra.denial is not None:
+        return dra.denial
+    # Claims allocate the NICs (or the pod's own claims do): no RDMA extended resource.
+    claimed_plan = replace(plan, rdma_resource=None) if rules.dra is not None else plan
     if not workers and (rules.datasets or rules.env or rules.launcher.numa_binding):
         warnings.append(
             f"no worker containers (named in spec.workers or with a {rules.gpu_resource} "
@@ -107,7 +122,16 @@ def _apply(
     for container in all_containers(spec):
         if id(container) not in skip:
             worker = id(container) in worker_ids
-            apply_resources(container, plan, worker=worker, warnings=warnings)
+            gpus = dra.gpus.get(id(container))
+            claimed = gpus is not None or dra.own_claims
+            apply_resources(
+                container,
+                claimed_plan if claimed else plan,
+                worker=worker,
+                warnings=warnings,
+                gpus=gpus,
+            )
+    rewrite(spec, policy, dra)
     mode = rules.launcher.numa_binding
     for worker in workers:
         if mode is not None and not bind_numa(worker, mode):
@@ -116,9 +140,13 @@ def _apply(
                 f"--numa-binding={mode} not added"
             )
         add_env(worker, rules.env, warnings=warnings)
+    # After the rewrite this counts only the GPUs left on the device-plugin path.
     gpus = pod_gpus(spec, rules.gpu_resource)
-    add_required(spec, required_expressions(rules.placement, gpus=gpus, warnings=warnings))
+    devices = gpus > 0 or not (dra.active or dra.own_claims)
+    exprs = required_expressions(rules.placement, gpus=gpus, warnings=warnings, devices=devices)
+    add_required(spec, exprs)
     add_preferred(spec, dataset_preferences(rules.datasets))
+    return None
 
 
 def _working_copy(pod: dict[str, Any]) -> dict[str, Any]:

@@ -46,14 +46,24 @@ class ResourcePlan:
 
 
 def apply_resources(
-    container: dict[str, Any], plan: ResourcePlan, *, worker: bool, warnings: list[str]
+    container: dict[str, Any],
+    plan: ResourcePlan,
+    *,
+    worker: bool,
+    warnings: list[str],
+    gpus: int | None = None,
 ) -> None:
-    """Edit one container's resources in place according to `plan`."""
+    """Edit one container's resources in place according to `plan`.
+
+    `gpus` overrides the count read from the GPU extended resource: a DRA worker's GPUs come
+    from its claim, and the extended resource is gone once the claim replaced it."""
     name = container.get("name", "?")
     resources = container.get("resources") or {}
     limits = dict(resources.get("limits") or {})
     requests = dict(resources.get("requests") or {})
-    gpus = container_gpus(container, plan.gpu_resource) if worker else 0
+    if gpus is None:
+        gpus = container_gpus(container, plan.gpu_resource)
+    gpus = gpus if worker else 0
     defaulted: list[str] = []
 
     for resource, per_gpu in (("cpu", plan.cpu_per_gpu), ("memory", plan.memory_per_gpu)):

@@ -46,7 +46,21 @@ FULL = policy_doc(
 NAMED = policy_doc("named", workers=["a", "b", "c"], launcher={"numaBinding": "node"},
                    env={"MY_VAR": "policy"})  # fmt: skip
 BARE = policy_doc("bare")
-NAMES = ["full", "named", "bare"]
+# FULL on DRA: counts 1, 2 and 4 get claims; other counts take the device-plugin path.
+DRA = {
+    **FULL,
+    "metadata": {"name": "dra"},
+    "spec": {
+        **FULL["spec"],
+        "namespaces": ["ml-*"],
+        "dra": {
+            "gpu": {"deviceClassName": "gpu.nvidia.com"},
+            "nic": {"deviceClassName": "dranet"},
+            "gpuCounts": [1, 2, 4],
+        },
+    },
+}
+NAMES = ["full", "named", "bare", "dra"]
 FLAGS = ("--numa-binding=exclusive", "--numa-binding=node")
 
 # Modest by default to keep this directory under 25 s; raise it for a deeper local run.
@@ -59,7 +73,7 @@ common = settings(
 @pytest.fixture(scope="module")
 def policy_set(tmp_path_factory: pytest.TempPathFactory) -> PolicySet:
     directory: Path = tmp_path_factory.mktemp("policies")
-    write_yaml(directory / "p.yaml", FULL, NAMED, BARE)
+    write_yaml(directory / "p.yaml", FULL, NAMED, BARE, DRA)
     return load_policy_dir(directory)
 
 
