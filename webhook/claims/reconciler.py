@@ -60,6 +60,8 @@ class TemplateReconciler:
         self._dirty = asyncio.Event()
         self.passes = 0
         """Passes completed without error (for tests and logs)."""
+        self.ready = False
+        """The last pass succeeded: the cluster matched the policies then (`/readyz`)."""
 
     def poke(self) -> None:
         self._dirty.set()
@@ -92,6 +94,7 @@ class TemplateReconciler:
             try:
                 plan = await self.reconcile_once()
             except _ERRORS as exc:
+                self.ready = False
                 delay = backoff.next_delay(retry_after=_retry_after(exc))
                 logger.warning(
                     "claim template pass failed; retrying",
@@ -117,6 +120,7 @@ class TemplateReconciler:
         for body in plan.create:
             await self._create(body)
         self.passes += 1
+        self.ready = True
         if plan:
             logger.info(
                 "claim templates reconciled",

@@ -6,8 +6,10 @@ or namespace wants any more are deleted, templates Topoplace does not own are ne
 It watches namespaces (a new one gets its templates within seconds) and its own templates,
 and reloads the policies directory as `serve` does (the same ConfigMap volume).
 
-Runs as its own single-replica Deployment (manifests/base/claim-templates/): one writer, no
-Lease. Needs list/watch on namespaces and list/watch/create/delete on resourceclaimtemplates.
+Runs as its own single-replica Deployment (manifests/base/claim-templates/, strategy
+Recreate): one writer, no Lease, and its own ServiceAccount, so the webhook's gets nothing.
+Needs list/watch on namespaces and list/watch/create/delete on resourceclaimtemplates.
+`/healthz` and `/readyz` (ready once the templates match the policies) on --health-port.
 """
 
 from __future__ import annotations
@@ -42,11 +44,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="check the policies directory this often besides file events (default 10)",
     )
+    parser.add_argument(
+        "--host",
+        default="0.0.0.0",
+        help="listen address of /healthz and /readyz (default 0.0.0.0, for the kubelet)",
+    )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=8081,
+        metavar="PORT",
+        help="port of /healthz and /readyz (default 8081; 0 picks a free one and prints it)",
+    )
     add_kubeconfig_argument(parser)
 
 
 async def _main(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
     from common.kube_config import ConfigError
+    from webhook.claims.health import health_app
     from webhook.claims.reconciler import TemplateReconciler
     from webhook.cli.certs import api_client_for
     from webhook.policy.loader import PolicyLoadError
@@ -75,12 +92,27 @@ async def _main(args: argparse.Namespace) -> int:
         reconciler = TemplateReconciler(
             api, lambda: store.current, resync_interval=args.resync_interval
         )
-        policies = asyncio.create_task(watcher.watch(args.policy_poll_interval))
+        runner = web.AppRunner(health_app(lambda: reconciler.ready), access_log=None)
+        await runner.setup()
         try:
-            await reconciler.run()
+            site = web.TCPSite(runner, args.host, args.health_port)
+            try:
+                await site.start()
+            except OSError as exc:
+                log.error(
+                    "claim-templates: cannot listen on %s:%s: %s", args.host, args.health_port, exc
+                )
+                return 1
+            port = runner.addresses[0][1]
+            print(f"health: http://{args.host}:{port}/readyz", flush=True)
+            policies = asyncio.create_task(watcher.watch(args.policy_poll_interval))
+            try:
+                await reconciler.run()
+            finally:
+                policies.cancel()
+                await asyncio.gather(policies, return_exceptions=True)
         finally:
-            policies.cancel()
-            await asyncio.gather(policies, return_exceptions=True)
+            await runner.cleanup()
     return 0
 
 
