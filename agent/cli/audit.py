@@ -11,6 +11,14 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from prometheus_client import CollectorRegistry
+
+    from agent.audit.facts import AuditOptions
 
 __all__ = ["add_arguments", "run"]
 
@@ -58,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def audit_options(args: argparse.Namespace):  # -> AuditOptions (imported lazily)
+def audit_options(args: argparse.Namespace) -> AuditOptions:
     from agent.audit.facts import AuditOptions
     from agent.audit.resolve import DEFAULT_GPU_RESOURCES
     from agent.discovery.discover import options_from_args
@@ -91,3 +99,40 @@ def run(args: argparse.Namespace) -> int:
         text = render_table(audits)
     sys.stdout.write(text)
     return 0
+
+
+def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
+    """`run`'s audit flags: the PodResources ones plus how often to audit."""
+    add_pod_resources_arguments(parser)
+    parser.add_argument(
+        "--audit-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="audit the GPU containers every S seconds, and whenever the kubelet's socket is "
+        "recreated (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-audit",
+        dest="audit",
+        action="store_false",
+        help="serve no placement-audit metrics (do not read PodResources)",
+    )
+
+
+def start_monitor(
+    args: argparse.Namespace, registry: CollectorRegistry, stop: asyncio.Event
+) -> set[asyncio.Task[None]]:
+    """The audit task of `run`, or none with --no-audit."""
+    import asyncio
+
+    from agent.audit.monitor import AuditMetrics, AuditMonitor
+
+    if not args.audit:
+        return set()
+    if args.audit_interval <= 0:
+        raise SystemExit(f"--audit-interval must be more than 0 seconds, got {args.audit_interval}")
+    monitor = AuditMonitor(
+        audit_options(args), AuditMetrics(registry), interval=args.audit_interval
+    )
+    return {asyncio.create_task(monitor.run(stop))}

@@ -53,7 +53,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-host", default="0.0.0.0", metavar="ADDR", help="(default: %(default)s)"
     )
+    parser.add_argument(
+        "--no-dataset-leases",
+        dest="dataset_leases",
+        action="store_false",
+        help="do not watch this node's pods to lease the dataset versions they mount "
+        "(needs pods list/watch; without it only a prefetch's own lease keeps a version)",
+    )
     add_kubeconfig_argument(parser)
+    from agent.cli.audit import add_monitor_arguments
+
+    add_monitor_arguments(parser)  # the placement audit's series on /metrics
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -90,6 +100,15 @@ async def _serve(args: argparse.Namespace) -> int:
             emit=emit,
         )
         watcher = asyncio.create_task(watch_cache(options.dataset_root, sync.poke, stop=stop))
+        leasing = set()
+        if args.dataset_leases:
+            from agent.sync.pod_watch import PodLeases
+
+            keeper = PodLeases(nodes.api, node_name=args.node_name, cache_root=options.dataset_root)
+            leasing.add(asyncio.create_task(keeper.run(stop)))
+        from agent.cli.audit import start_monitor
+
+        auditing = start_monitor(args, metrics.registry, stop)  # empty with --no-audit
         log.info(
             "keeping node labels in sync",
             extra={"node": args.node_name, "resync_interval": args.resync_interval},
@@ -100,7 +119,9 @@ async def _serve(args: argparse.Namespace) -> int:
         )
         stop.set()
         # A request in flight may take its full timeout; do not outstay the grace period.
-        done, pending = await asyncio.wait({syncing, watcher}, timeout=_SHUTDOWN_GRACE)
+        done, pending = await asyncio.wait(
+            {syncing, watcher, *auditing, *leasing}, timeout=_SHUTDOWN_GRACE
+        )
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

@@ -1,0 +1,180 @@
+"""The audit inside `topoplace-agent run`: Prometheus series refreshed on an interval and as
+soon as the kubelet's socket is (re)created.
+
+Series (on the agent's own registry):
+- `topoplace_agent_gpu_container_alignment{namespace, pod, container, verdict}` = 1 per running
+  GPU container; a container's series goes when the container does (cardinality: the GPU
+  containers of one node);
+- `topoplace_agent_gpu_containers{verdict}`: how many containers have each verdict;
+- `topoplace_agent_pod_resources_up`: 1 when the last `List` answered, else 0 — then the
+  per-container series are dropped (stale verdicts would mislead) and the counts read 0.
+A socket that is absent, refused or answers garbage is logged once per distinct reason; the
+labelling goes on regardless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from agent.audit.facts import AuditOptions, Machine, audit, list_pods, read_machine
+from agent.audit.render import counts
+from agent.audit.verdict import ContainerAudit
+from agent.discovery.discover import DiscoveryError
+from agent.sources.podresources import PodResourcesError
+
+__all__ = ["AuditMetrics", "AuditMonitor"]
+
+log = logging.getLogger(__name__)
+
+_Key = tuple[str, str, str, str]
+
+
+class AuditMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.alignment = Gauge(
+            "topoplace_agent_gpu_container_alignment",
+            "1 for each running GPU container, labelled with its alignment verdict",
+            ["namespace", "pod", "container", "verdict"],
+            registry=registry,
+        )
+        self.by_verdict = Gauge(
+            "topoplace_agent_gpu_containers",
+            "Running GPU containers by alignment verdict",
+            ["verdict"],
+            registry=registry,
+        )
+        self.up = Gauge(
+            "topoplace_agent_pod_resources_up",
+            "1 when the kubelet's PodResources List answered on the last audit",
+            registry=registry,
+        )
+        self.last_audit = Gauge(
+            "topoplace_agent_last_audit_timestamp_seconds",
+            "Unix time of the last audit that read PodResources",
+            registry=registry,
+        )
+        self._series: set[_Key] = set()
+        self.publish(())
+        self.up.set(0)
+
+    def publish(self, audits: Sequence[ContainerAudit], *, at: float | None = None) -> None:
+        now = {(a.namespace, a.pod, a.container, a.verdict) for a in audits}
+        for gone in self._series - now:  # pods that ended, or a verdict that changed
+            self.alignment.remove(*gone)
+        for key in now:
+            self.alignment.labels(*key).set(1)
+        self._series = now
+        for verdict, n in counts(audits).items():
+            self.by_verdict.labels(verdict=verdict).set(n)
+        if at is not None:
+            self.up.set(1)
+            self.last_audit.set(at)
+
+    def unavailable(self) -> None:
+        self.publish(())
+        self.up.set(0)
+
+
+class AuditMonitor:
+    """`await monitor.run(stop)`: audit every `interval` seconds and on socket changes."""
+
+    def __init__(
+        self,
+        options: AuditOptions,
+        metrics: AuditMetrics,
+        *,
+        interval: float = 10.0,
+        machine_interval: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._options = options
+        self._metrics = metrics
+        self._interval = interval
+        self._machine_interval = machine_interval
+        self._clock = clock
+        self._machine: Machine | None = None
+        self._machine_at = 0.0
+        self._reported: str | None = None  # the failure last logged: each one once
+        self._poked = asyncio.Event()
+
+    def poke(self) -> None:
+        self._poked.set()
+
+    def _machine_now(self) -> Machine:
+        due = self._clock() - self._machine_at >= self._machine_interval
+        if self._machine is None or due:
+            self._machine = read_machine(self._options)
+            self._machine_at = self._clock()
+        return self._machine
+
+    def _report(self, problem: str | None) -> None:
+        if problem is None:
+            if self._reported is not None:
+                log.info("PodResources readable again; auditing GPU containers")
+            self._reported = None
+        elif problem != self._reported:
+            log.warning("no placement audit: %s (labelling continues)", problem)
+            self._reported = problem
+
+    async def refresh(self) -> tuple[ContainerAudit, ...] | None:
+        """One audit; None (and series dropped) when PodResources or the hardware is unread."""
+        self._poked.clear()
+        try:
+            machine = await asyncio.to_thread(self._machine_now)
+            pods = await asyncio.to_thread(list_pods, self._options)
+        except (PodResourcesError, DiscoveryError, OSError) as e:
+            self._report(str(e))
+            self._metrics.unavailable()
+            return None
+        audits = audit(machine, pods)
+        self._report(None)
+        self._metrics.publish(audits, at=time.time())
+        return audits
+
+    async def _watch_socket_dir(self, stop: asyncio.Event) -> None:
+        from watchfiles import awatch
+
+        directory = self._options.socket.parent
+        while not stop.is_set():
+            try:
+                # The kubelet creates the socket under a temporary name, then renames it.
+                async for _ in awatch(
+                    directory,
+                    watch_filter=None,
+                    stop_event=stop,
+                    debounce=200,
+                    rust_timeout=1000,
+                    recursive=False,
+                ):
+                    self.poke()
+            except (FileNotFoundError, OSError, RuntimeError):
+                pass  # no directory (yet): the interval covers it
+            if not stop.is_set():
+                # not self._wait: a pending poke would make this spin
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._interval)
+
+    async def _wait(self, delay: float, stop: asyncio.Event) -> None:
+        waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._poked.wait())}
+        try:
+            await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waiters:
+                task.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        watcher = asyncio.create_task(self._watch_socket_dir(stop))
+        try:
+            while not stop.is_set():
+                await self.refresh()
+                await self._wait(self._interval, stop)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
