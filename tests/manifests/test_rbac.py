@@ -4,6 +4,8 @@ in the package its ServiceAccount runs, and every such call is granted.
 The (group, resource, verb) of a client method is read from the client itself: the URL
 template and HTTP method it sends, mapped to an authorization verb the way the API server's
 request-info resolver does (GET+name → get, POST → create, PUT → update, PATCH → patch…).
+A list method handed to `Watch.stream` or to a `_watch…` helper (`stream(api.list_namespace,
+…)`) counts as `watch`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from tests.manifests.rendered import REPO, Rendering, render
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
 _CALL = re.compile(r"\.([a-z][a-z0-9_]*)\(")
+_WATCHED = re.compile(r"\b(?:stream|_?watch\w*)\(\s*[\w.]+\.(list_[a-z0-9_]+)\b(?!\()")
+# The claim-templates command runs under its own ServiceAccount (manifests/base/claim-templates).
+CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
 _CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
 _API_CLASSES = [
     cls for name, cls in inspect.getmembers(client, inspect.isclass) if name.endswith("Api")
@@ -56,14 +61,25 @@ def grant_of(method: str) -> Grant | None:
     return None
 
 
-def calls_in(package: str) -> dict[Grant, set[str]]:
-    """Every Kubernetes API call made anywhere in the package → the files making it."""
+def calls_in(
+    package: str, *, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()
+) -> dict[Grant, set[str]]:
+    """Every Kubernetes API call made anywhere in the package → the files making it
+    (`only`/`skip`: paths, or path prefixes ending in '/', to keep or leave out)."""
     found: dict[Grant, set[str]] = defaultdict(set)
     for path in sorted((REPO / package).rglob("*.py")):
-        for name in set(_CALL.findall(path.read_text())):
+        where = path.relative_to(REPO).as_posix()
+        if (only and not where.startswith(only)) or (skip and where.startswith(skip)):
+            continue
+        text = path.read_text()
+        for name in set(_CALL.findall(text)):
             grant = grant_of(name)
             if grant is not None:
                 found[grant].add(str(path.relative_to(REPO)))
+        for name in set(_WATCHED.findall(text)):
+            grant = grant_of(name)
+            if grant is not None and grant[2] == "list":
+                found[(grant[0], grant[1], "watch")].add(str(path.relative_to(REPO)))
     return dict(found)
 
 
@@ -98,11 +114,17 @@ def test_the_resolver_reads_the_client_correctly() -> None:
 
 
 @pytest.mark.parametrize(
-    ("service_account", "package"),
-    [("topoplace-agent", "agent"), ("topoplace-webhook", "webhook")],
+    ("service_account", "package", "only", "skip"),
+    [
+        ("topoplace-agent", "agent", (), ()),
+        ("topoplace-webhook", "webhook", (), CLAIMS),
+        ("topoplace-claim-templates", "webhook", CLAIMS, ()),
+    ],
 )
-def test_rbac_grants_exactly_the_calls_the_code_makes(service_account: str, package: str) -> None:
-    used = calls_in(package)
+def test_rbac_grants_exactly_the_calls_the_code_makes(
+    service_account: str, package: str, only: tuple[str, ...], skip: tuple[str, ...]
+) -> None:
+    used = calls_in(package, only=only, skip=skip)
     granted = grants_of(render(), service_account)
     assert set(used) - granted == set(), f"calls without a grant: {used}"
     assert granted - set(used) == set(), "granted but never called"
@@ -112,9 +134,19 @@ def test_agent_calls_only_get_and_patch_on_nodes() -> None:
     assert set(calls_in("agent")) == {("", "nodes", "get"), ("", "nodes", "patch")}
 
 
+def test_claim_templates_only_keep_templates_and_watch_namespaces() -> None:
+    assert set(calls_in("webhook", only=CLAIMS)) == {
+        ("", "namespaces", "list"),
+        ("", "namespaces", "watch"),
+        *(("resource.k8s.io", "resourceclaimtemplates", v) for v in ("list", "watch")),
+        *(("resource.k8s.io", "resourceclaimtemplates", v) for v in ("create", "delete")),
+    }
+
+
 def test_only_the_certs_sidecar_talks_to_the_api() -> None:
     # `serve` runs without a ServiceAccount token, so no other webhook module may call the API
-    files = set().union(*calls_in("webhook").values())
+    # (claim-templates is its own Deployment with its own ServiceAccount, checked above)
+    files = set().union(*calls_in("webhook", skip=CLAIMS).values())
     assert files == {str(Path("webhook") / "certs" / "sync.py")}
     importers = {
         str(p.relative_to(REPO))

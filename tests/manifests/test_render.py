@@ -16,14 +16,14 @@ _CRD_GROUPS = ("cert-manager.io/",)
 
 BASE_KINDS = {
     "Namespace": 1,
-    "ServiceAccount": 2,
-    "ClusterRole": 2,
-    "ClusterRoleBinding": 2,
+    "ServiceAccount": 3,  # agent, webhook, claim-templates
+    "ClusterRole": 3,
+    "ClusterRoleBinding": 3,
     "Role": 1,
     "RoleBinding": 1,
     "ConfigMap": 1,
     "DaemonSet": 1,
-    "Deployment": 1,
+    "Deployment": 2,  # webhook, claim-templates
     "Service": 1,
     "PodDisruptionBudget": 1,
     "MutatingWebhookConfiguration": 1,
