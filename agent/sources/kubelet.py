@@ -111,6 +111,11 @@ def dropin_files(config_dir: Path) -> list[Path]:
             elif entry.name.endswith(_DROPIN_SUFFIX):
                 found.append(Path(entry.path))
 
+    if not config_dir.is_dir():
+        # A kubelet started with a --config-dir that does not exist would not run; here it
+        # means this node's kubelet takes no drop-ins (the mount covers several layouts).
+        log.info("no kubelet drop-in directory %s: no drop-ins merged", config_dir)
+        return found
     walk(str(config_dir))
     return found
 

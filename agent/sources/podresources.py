@@ -154,7 +154,7 @@ def _check_socket(socket: Path) -> None:
     except PermissionError:
         raise PodResourcesError(
             f"PodResources socket {socket}: permission denied (the kubelet makes its directory "
-            "and socket root-only; see docs/audit.md)",
+            "and socket root-only: apply manifests/overlays/placement-audit, see docs/audit.md)",
             kind="refused",
         ) from None
     if not stat.S_ISSOCK(mode):
@@ -196,7 +196,8 @@ def _rpc_error(socket: Path, e: Any) -> PodResourcesError:
         )
     if code == grpc.StatusCode.PERMISSION_DENIED or "permission denied" in details.lower():
         return PodResourcesError(
-            f"{where}: permission denied ({details}); the socket is root-only, see docs/audit.md",
+            f"{where}: permission denied ({details}); the socket is root-only: apply "
+            "manifests/overlays/placement-audit, see docs/audit.md",
             kind="refused",
         )
     return PodResourcesError(f"{where}: {code.name}: {details}", kind="unreachable")

@@ -13,6 +13,9 @@ TARGETS = ["", *(f"overlays/{o}" for o in OVERLAYS)]
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The single root step (agent DaemonSet): hands the dataset cache root to the prefetchers' user.
 ROOT_STEP = ("topoplace-agent", "prepare-cache")
+# The one overlay that runs a long-lived container as uid 0: the kubelet's PodResources
+# socket is root-only. Every other restriction still holds (checked below and on its own).
+ROOT_AUDIT = ("overlays/placement-audit", "topoplace-agent", "agent")
 
 
 def workloads(target: str) -> list[tuple[str, dict[str, Any]]]:
@@ -34,8 +37,11 @@ def test_every_container_is_non_root_read_only_and_unprivileged(target: str) -> 
             sc = c["securityContext"]
             if (name, c["name"]) == ROOT_STEP:
                 continue  # checked on its own below
-            assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
-            assert sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0, where
+            if (target, name, c["name"]) == ROOT_AUDIT:
+                assert sc["runAsUser"] == 0 and sc["runAsNonRoot"] is False, where
+            else:
+                assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
+                assert sc.get("runAsUser", pod_sc.get("runAsUser", 0)) != 0, where
             assert sc["readOnlyRootFilesystem"] is True, where
             assert sc["allowPrivilegeEscalation"] is False, where
             assert sc.get("privileged", False) is False, where
@@ -121,3 +127,19 @@ def test_every_long_running_container_has_liveness_and_readiness_probes(target: 
         for c in spec["containers"]:
             assert c["livenessProbe"]["httpGet"]["path"] == "/healthz", f"{name}/{c['name']}"
             assert c["readinessProbe"]["httpGet"]["path"] == "/readyz", f"{name}/{c['name']}"
+
+
+def test_the_root_audit_overlay_changes_only_the_agents_user() -> None:
+    base = render()
+    audit = render(ROOT_AUDIT[0])
+    (agent,) = [c for n, spec in workloads(ROOT_AUDIT[0]) if n == ROOT_AUDIT[1]
+                for c in spec["containers"] if c["name"] == ROOT_AUDIT[2]]  # fmt: skip
+    sc = dict(agent["securityContext"])
+    assert sc.pop("runAsUser") == 0 and sc.pop("runAsGroup") == 0
+    sc["runAsNonRoot"] = True
+    (base_agent,) = [c for n, spec in workloads("") if n == ROOT_AUDIT[1]
+                     for c in spec["containers"] if c["name"] == ROOT_AUDIT[2]]  # fmt: skip
+    assert sc == base_agent["securityContext"]  # no capability, no escalation, read-only root
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    others = [o for o in audit.objects if o["kind"] != "DaemonSet"]
+    assert others == [o for o in base.objects if o["kind"] != "DaemonSet"]
