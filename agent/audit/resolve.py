@@ -4,8 +4,9 @@ An ID resolves to a PCI function when it is a PCI address (`0000:18:00.0`, or `1
 domain 0: the SR-IOV network plugin), a GPU UUID (`GPU-…`: the NVIDIA plugin, through NVML or
 the driver's /proc files), an RDMA device name (`mlx5_3`), or, for a GPU resource, a bare
 index (the NVIDIA plugin's `--device-id-strategy=index`, nvidia-smi's order = PCI order).
-What the function is decides the kind; an ID that resolves to nothing is a GPU or a NIC by its
-resource name, with only the NUMA nodes the device plugin reported.
+A DRA device is tried by its device name (`gpu-<index>` for the NVIDIA driver) and by the IDs
+in its CDI names. What the function is decides the kind; an ID that resolves to nothing is a
+GPU or a NIC by its resource name, with only the NUMA nodes the device plugin reported.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from agent.discovery.topology import Topology
 from agent.sources.device_ids import DeviceIds
 from agent.sources.nic import natural_key
 from agent.sources.pci import PciDevice, PciInventory, is_bdf
+from agent.sources.podresources import ClaimDevice
 
 __all__ = ["DEFAULT_GPU_RESOURCES", "Held", "Resolver", "place_of"]
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
 _SHORT_BDF = re.compile(r"[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_DRA_GPU = re.compile(r"gpu-\d+")
 _NETWORK_CLASS = 0x02  # PCI base class "network controller" (Ethernet 0x0200, IB 0x0207)
 
 Kind = Literal["gpu", "nic", "other"]
@@ -86,7 +89,25 @@ class Resolver:
             self._rdma_by_bdf.setdefault(self._rdma[name], name)
 
     def is_gpu_resource(self, resource: str) -> bool:
-        return resource in self._gpu_resources or resource.startswith("nvidia.com/mig-")
+        # nvidia.com/gpu.shared (time-slicing renames), nvidia.com/mig-1g.10gb, gpu.nvidia.com
+        # (the DRA driver) are GPUs too.
+        return (
+            resource in self._gpu_resources
+            or resource.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+            or resource == "gpu.nvidia.com"
+        )
+
+    def resolve_claim(self, claim: ClaimDevice) -> Held:
+        """A DRA device: by its device name (`gpu-3` of the NVIDIA driver is index 3), else by
+        the ID after `=` in one of its CDI names (`nvidia.com/gpu=GPU-…`)."""
+        candidates = [claim.device, *(n.partition("=")[2] for n in claim.cdi_devices)]
+        gpu_driver = self.is_gpu_resource(claim.driver)
+        for candidate in filter(None, candidates):
+            if gpu_driver and _DRA_GPU.fullmatch(candidate):
+                candidate = candidate[4:]
+            if self._bdf(candidate, claim.driver) is not None:
+                return self.resolve(candidate, claim.driver, ())
+        return self.resolve(claim.device, claim.driver, ())
 
     def _bdf(self, device_id: str, resource: str) -> str | None:
         text = device_id.strip()
@@ -111,7 +132,7 @@ class Resolver:
         device = self._pci.devices.get(bdf) if bdf else None
         if device is None:  # nothing on this machine's PCI bus answers to the ID
             kind: Kind = "other"
-            if self.is_gpu_resource(resource):
+            if self.is_gpu_resource(resource) or device_id.startswith(("GPU-", "MIG-")):
                 kind = "gpu"
             elif "rdma" in resource.lower() or "infiniband" in resource.lower():
                 kind = "nic"

@@ -119,7 +119,7 @@ def audit_container(
         for d in container.devices
         for device_id in d.device_ids
     ]
-    held += [resolver.resolve(c.device, c.driver, ()) for c in container.claims]
+    held += [resolver.resolve_claim(c) for c in container.claims]
     gpus = tuple(h for h in held if h.kind == "gpu")
     if not gpus:
         return None
@@ -140,8 +140,7 @@ def audit_container(
         problems.append(
             ("unknown", f"CPUs {format_cpulist(foreign)} are not online CPUs of this node")
         )
-    if not cpus or (topo.kubelet.cpu_manager_policy == "none"):
-        # With policy none an old kubelet (< 1.26) lists the shared pool as cpu_ids.
+    if not cpus:
         problems.append(("shared-cpus", _shared_reason(topo)))
     elif gpu_numa and cpu_numa - gpu_numa:
         remote = sorted(c for c in cpus if node_of.get(c) not in gpu_numa)

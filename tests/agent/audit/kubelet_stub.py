@@ -42,9 +42,30 @@ def container(
     *device_list: api_pb2.ContainerDevices,
     cpus: Iterable[int] = (),
     mem: Iterable[api_pb2.ContainerMemory] = (),
+    claims: Iterable[tuple[str, str, str, Sequence[str]]] = (),
 ) -> api_pb2.ContainerResources:
+    """`claims`: (claim name, DRA driver, device name, CDI device names)."""
+    dynamic = [
+        api_pb2.DynamicResource(
+            claim_name=claim,
+            claim_namespace="ml",
+            claim_resources=[
+                api_pb2.ClaimResource(
+                    driver_name=driver,
+                    pool_name="node",
+                    device_name=device,
+                    cdi_devices=[api_pb2.CDIDevice(name=n) for n in cdi],
+                )
+            ],
+        )
+        for claim, driver, device, cdi in claims
+    ]
     return api_pb2.ContainerResources(
-        name=name, devices=list(device_list), cpu_ids=list(cpus), memory=list(mem)
+        name=name,
+        devices=list(device_list),
+        cpu_ids=list(cpus),
+        memory=list(mem),
+        dynamic_resources=dynamic,
     )
 
 

@@ -117,3 +117,21 @@ def test_no_gpu_container_prints_an_empty_list(
     assert rc == 0, err
     assert doc["containers"] == []
     assert set(doc["counts"].values()) == {0}
+
+
+def test_dra_claimed_gpus_and_nics_are_placed(
+    built_machine: Machine, kubelet: FakeKubelet, audit_json: Any
+) -> None:
+    # The NVIDIA DRA driver names devices gpu-<index>; a NIC driver's CDI name may carry the
+    # RDMA device. GPU4 and mlx5_6 share a switch on socket 1.
+    kubelet.serve(pod("ml", "dra", container(
+        "w", cpus=range(60, 64),
+        claims=[("gpus", "gpu.nvidia.com", "gpu-4", ["k8s.gpu.nvidia.com/device=gpu-4"]),
+                ("nic", "dra.net", "nic-a", ["dra.net/rdma=mlx5_6"])],
+    )))  # fmt: skip
+    rc, doc, err = audit_json(built_machine("dgx-h100"), kubelet.socket)
+    assert rc == 0, err
+    (entry,) = doc["containers"]
+    assert [g["pci"] for g in entry["gpus"]] == ["0000:9d:00.0"]
+    assert entry["gpuNicLinks"] == [{"gpu": "GPU4", "nic": "mlx5_6", "link": "PIX"}]
+    assert entry["verdict"] == "aligned", entry["reason"]
