@@ -5,7 +5,8 @@ The (group, resource, verb) of a client method is read from the client itself: t
 template and HTTP method it sends, mapped to an authorization verb the way the API server's
 request-info resolver does (GET+name → get, POST → create, PUT → update, PATCH → patch…).
 A list method handed to `Watch.stream` or to a `_watch…` helper (`stream(api.list_namespace,
-…)`) counts as `watch`.
+…)`), or called with `watch=True`, counts as `watch`. Commands people run with their own
+kubeconfig (USER_SIDE) make no ServiceAccount's calls.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ _CALL = re.compile(r"\.([a-z][a-z0-9_]*)\(")
 _WATCHED = re.compile(r"\b(?:stream|_?watch\w*)\(\s*[\w.]+\.(list_[a-z0-9_]+)\b(?!\()")
 # The claim-templates command runs under its own ServiceAccount (manifests/base/claim-templates).
 CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
+_WATCH_ARG = re.compile(r"\.(list_[a-z0-9_]+)\([^()]*?\bwatch=True")
+# `explain --kubeconfig` reads the cluster with the user's credentials, never in a pod.
+USER_SIDE = ("webhook/cli/explain_cluster.py",)
 _CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
 _API_CLASSES = [
     cls for name, cls in inspect.getmembers(client, inspect.isclass) if name.endswith("Api")
@@ -76,7 +80,7 @@ def calls_in(
             grant = grant_of(name)
             if grant is not None:
                 found[grant].add(str(path.relative_to(REPO)))
-        for name in set(_WATCHED.findall(text)):
+        for name in set(_WATCHED.findall(text)) | set(_WATCH_ARG.findall(text)):
             grant = grant_of(name)
             if grant is not None and grant[2] == "list":
                 found[(grant[0], grant[1], "watch")].add(str(path.relative_to(REPO)))
@@ -117,7 +121,7 @@ def test_the_resolver_reads_the_client_correctly() -> None:
     ("service_account", "package", "only", "skip"),
     [
         ("topoplace-agent", "agent", (), ()),
-        ("topoplace-webhook", "webhook", (), CLAIMS),
+        ("topoplace-webhook", "webhook", (), CLAIMS + USER_SIDE),
         ("topoplace-claim-templates", "webhook", CLAIMS, ()),
     ],
 )
@@ -143,19 +147,37 @@ def test_claim_templates_only_keep_templates_and_watch_namespaces() -> None:
     }
 
 
-def test_only_the_certs_sidecar_talks_to_the_api() -> None:
-    # `serve` runs without a ServiceAccount token, so no other webhook module may call the API
-    # (claim-templates is its own Deployment with its own ServiceAccount, checked above)
-    files = set().union(*calls_in("webhook", skip=CLAIMS).values())
-    assert files == {str(Path("webhook") / "certs" / "sync.py")}
-    importers = {
+def importers_of(module: str) -> set[str]:
+    own = module.rsplit(".", 1)[1] + ".py"
+    return {
         str(p.relative_to(REPO))
         for p in (REPO / "webhook").rglob("*.py")
-        if "webhook.certs.sync" in p.read_text() and p.name != "sync.py"
+        if module in p.read_text() and p.name != own
     }
-    # the `certs` command, run only by the sidecar
-    assert importers == {str(Path("webhook") / "cli" / "certs.py")}
 
 
-def test_cert_manager_overlay_grants_the_webhook_nothing() -> None:
-    assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == set()
+NODE_READS = {("", "nodes", "list"), ("", "nodes", "watch")}
+
+
+def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
+    # The webhook's token is mounted in two containers only: certs, and serve for its node
+    # cache (claim-templates is its own Deployment with its own ServiceAccount, checked above)
+    calls = calls_in("webhook", skip=CLAIMS + USER_SIDE)
+    cache = str(Path("webhook") / "server" / "node_cache.py")
+    assert set().union(*calls.values()) == {str(Path("webhook") / "certs" / "sync.py"), cache}
+    assert {grant for grant, files in calls.items() if cache in files} == NODE_READS
+    # the `certs` command, run only by the sidecar; the node cache, started by the server app
+    assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
+    assert importers_of("webhook.server.node_cache") == {str(Path("webhook") / "server" / "app.py")}
+
+
+def test_serve_runs_the_node_cache_in_every_overlay() -> None:
+    from tests.manifests.test_consistency import container, parse, webhook_pod
+
+    for target in ("", "overlays/cert-manager"):
+        serve = container(webhook_pod(render(target)), "serve")
+        assert parse("webhook.cli.serve", serve, {}).node_cache, target
+
+
+def test_cert_manager_overlay_grants_the_webhook_only_node_reads() -> None:
+    assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == NODE_READS

@@ -17,8 +17,8 @@ _CRD_GROUPS = ("cert-manager.io/",)
 BASE_KINDS = {
     "Namespace": 1,
     "ServiceAccount": 3,  # agent, webhook, claim-templates
-    "ClusterRole": 3,
-    "ClusterRoleBinding": 3,
+    "ClusterRole": 4,  # + the webhook's node cache (nodes list/watch)
+    "ClusterRoleBinding": 4,
     "Role": 1,
     "RoleBinding": 1,
     "ConfigMap": 1,

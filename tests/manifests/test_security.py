@@ -111,7 +111,8 @@ def test_api_token_only_where_the_api_is_called(target: str) -> None:
         if name == "topoplace-claim-templates":  # keeps DRA templates: list/watch/create/delete
             expected = ["claim-templates"]
         else:
-            expected = ["certs"] if target != "overlays/cert-manager" else []
+            # certs renews the serving certificate; serve's node cache lists and watches nodes
+            expected = ["certs", "serve"] if target != "overlays/cert-manager" else ["serve"]
         assert holders == expected, f"{name}: token mounted in {holders}"
         for c in all_containers(spec):
             if c["name"] in holders:

@@ -84,6 +84,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between policy directory checks besides file events (default 10)",
     )
     parser.add_argument(
+        "--node-cache",
+        action="store_true",
+        help="watch every node (RBAC: nodes list, watch) and warn at admission when a mutated "
+        "pod fits no node; never denies, silent until the first node list is in",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="for --node-cache outside a pod (default: in-cluster, else $KUBECONFIG)",
+    )
+    parser.add_argument(
         "--shutdown-timeout",
         type=float,
         default=20.0,
@@ -100,6 +112,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return "serving needs TLS: give --tls-cert FILE and --tls-key FILE, or --self-signed"
     if args.self_signed_dir is not None and not args.self_signed:
         return "--self-signed-dir only makes sense with --self-signed"
+    if args.kubeconfig is not None and not args.node_cache:
+        return "--kubeconfig only makes sense with --node-cache"
     for flag, value in (("--port", args.port), ("--metrics-port", args.metrics_port)):
         if not -1 <= value <= 65535 or (flag == "--port" and value < 0):
             return f"{flag} must be a port number (got {value})"
@@ -155,6 +169,8 @@ async def _serve(
         tls_reload_interval=args.tls_reload_interval,
         policy_poll_interval=args.policy_poll_interval,
         shutdown_timeout=args.shutdown_timeout,
+        node_cache=args.node_cache,
+        kubeconfig=args.kubeconfig,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -20,9 +20,18 @@ from webhook.explain.requests import Amounts, format_amount
 from webhook.explain.selectors import first_failing, term_matches
 from webhook.explain.tolerations import UNSCHEDULABLE_TAINT, Taint, tolerates, untolerated
 from webhook.policy.loader import PolicySet
+from webhook.policy.model import PlacementPolicy
 from webhook.vocabulary import APPLIED_ANNOTATION
 
-__all__ = ["Explanation", "NodeVerdict", "evaluate", "explain_pod", "failure"]
+__all__ = [
+    "Explanation",
+    "NodeVerdict",
+    "applied_policy",
+    "evaluate",
+    "explain_pod",
+    "failure",
+    "with_usage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +175,21 @@ def evaluate(plan: PodPlan, node: NodeView) -> NodeVerdict:
     )
 
 
+def applied_policy(
+    mutated: Mapping[str, Any], name: str | None, policies: PolicySet
+) -> PlacementPolicy | None:
+    """The policy the webhook applied to this pod, or None (no policy, a missing one, a
+    forbidden namespace, a mirror pod): the applied annotation says which."""
+    if name is None:
+        return None
+    metadata = mutated.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    applied = annotations.get(APPLIED_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not isinstance(applied, str) or applied.split("@", 1)[0] != name:
+        return None
+    return policies.get(name)
+
+
 def _order(verdict: NodeVerdict) -> tuple[bool, int, str]:
     return (not verdict.fits, -verdict.score, verdict.node)
 
@@ -184,11 +208,7 @@ def explain_pod(
     Raises webhook.engine.pod_shape.InvalidPod when the pod is not shaped like a Pod.
     """
     mutation = mutate(pod, namespace, policies, settings or EngineSettings())
-    # The policy counts only where the webhook applied it (not for a forbidden namespace,
-    # a missing policy or a mirror pod): the applied annotation says so.
-    annotations = (mutation.pod.get("metadata") or {}).get("annotations") or {}
-    applied = str(annotations.get(APPLIED_ANNOTATION, "")).split("@", 1)[0]
-    policy = policies.get(applied) if applied and applied == mutation.policy else None
+    policy = applied_policy(mutation.pod, mutation.policy, policies)
     if not mutation.allowed:
         plan = plan_for(pod, None)
         denied = f"the webhook denies this pod: {mutation.denial}"

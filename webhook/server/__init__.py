@@ -3,7 +3,9 @@
 `review` parses and checks the request, `response` builds the answer, `admission` decides
 with the engine, `app` is the aiohttp application (access log, health, drain on SIGTERM),
 `tls` serves and reloads the key pair, `reload` swaps the policy set when its files change,
-`metrics` is the Prometheus registry.
+`metrics` is the Prometheus registry, `node_cache` lists and watches nodes for the no-fit
+warning (through `kube_read`, which `explain --kubeconfig` shares).
 
-Imports: `engine`, `policy`, the webhook wire formats and `common`; never `certs` or `cli`.
+Imports: `explain`, `engine`, `policy`, the webhook wire formats and `common`; never `certs`
+or `cli`.
 """

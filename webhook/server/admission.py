@@ -7,29 +7,35 @@ handling because admitting has no side effects (`sideEffects: None`).
 
 An unexpected engine exception fails open: logged with the request uid, answered
 `allowed: true` with a warning, so a webhook bug never blocks pod creation cluster-wide.
+With a fit check (the node cache), a mutated pod that fits no node gets one more warning;
+the check never denies, and a failure in it only loses the warning.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from webhook.engine.mutation import EngineSettings, Mutation
 from webhook.engine.pod_shape import InvalidPod
 from webhook.engine.recipe import mutate as engine_mutate
+from webhook.explain.verdict import applied_policy
 from webhook.policy.loader import PolicySet
+from webhook.policy.model import PlacementPolicy
 from webhook.server.response import build_response
 from webhook.server.review import AdmissionReviewOut, MalformedReview, ReviewRequest
 from webhook.vocabulary import MIRROR_ANNOTATION, POLICY_LABEL
 
-__all__ = ["Admission", "Admitter", "MutateFn", "Outcome", "PolicyAdmitter"]
+__all__ = ["Admission", "Admitter", "FitCheck", "MutateFn", "Outcome", "PolicyAdmitter"]
 
 logger = logging.getLogger(__name__)
 
 Outcome = Literal["mutated", "unchanged", "passthrough", "denied", "failed_open"]
 MutateFn = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
+# (mutated pod, the policy applied or None) -> a warning when the pod fits no node
+FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], str | None]
 
 _EMPTY = PolicySet()
 
@@ -75,12 +81,14 @@ class PolicyAdmitter:
         settings: EngineSettings,
         *,
         mutate: MutateFn | None = None,
+        fit_check: FitCheck | None = None,
     ) -> None:
         if mutate is None:
             mutate = engine_mutate
         self._policies = policies
         self._settings = settings
         self._mutate = mutate
+        self._fit_check = fit_check
 
     def admit(self, request: ReviewRequest) -> Admission:
         uid = request.uid
@@ -96,6 +104,8 @@ class PolicyAdmitter:
         policies = self._policies() or _EMPTY
         try:
             mutation = self._mutate(pod, namespace, policies, self._settings)
+            if self._fit_check is not None and mutation.allowed:
+                mutation = self._with_fit_warning(mutation, policies)
             return self._answer(uid, mutation, name, namespace)
         except InvalidPod as exc:
             raise MalformedReview(f"request.object: {exc}") from None
@@ -108,6 +118,19 @@ class PolicyAdmitter:
             warning = f"internal error applying policy {policy!r}; pod admitted unchanged"
             review = build_response(uid, warnings=[warning])
             return Admission(review, "failed_open", policy, 0, name, namespace)
+
+    def _with_fit_warning(self, mutation: Mutation, policies: PolicySet) -> Mutation:
+        """Add the no-fit warning; a failure here only loses the warning, never the pod."""
+        assert self._fit_check is not None
+        try:
+            policy = applied_policy(mutation.pod, mutation.policy, policies)
+            warning = self._fit_check(mutation.pod, policy)
+        except Exception:
+            logger.exception("node fit check failed; admitting without it")
+            return mutation
+        if warning is None:
+            return mutation
+        return replace(mutation, warnings=[*mutation.warnings, warning])
 
     @staticmethod
     def _answer(uid: str, mutation: Mutation, name: str, namespace: str) -> Admission:

@@ -28,6 +28,7 @@ from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
 from webhook.server.metrics import WebhookMetrics, serve_metrics
+from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
 from webhook.server.response import build_response
 from webhook.server.review import MalformedReview, parse_review
@@ -64,6 +65,9 @@ class ServerConfig:
     policy_poll_interval: float = 10.0
     # Below the default 30 s terminationGracePeriodSeconds, so in-flight requests finish.
     shutdown_timeout: float = 20.0
+    # Watch every node and warn at admission when a mutated pod fits none (node_cache.py).
+    node_cache: bool = False
+    kubeconfig: Path | None = None  # for the node cache; None: in-cluster or $KUBECONFIG
 
 
 # Mutable on purpose: the metrics port is only known once the listener has started.
@@ -78,6 +82,7 @@ class WebhookState:
     # Graceful shutdown: admissions still running, and the event set when they reach zero.
     in_flight: int = 0
     drained: asyncio.Event | None = None
+    nodes: NodeCache | None = None
 
 
 STATE = web.AppKey("topoplace_state", WebhookState)
@@ -198,8 +203,12 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     )
     watcher.load_initial()
     tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
-    admitter = PolicyAdmitter(lambda: store.current, config.settings, mutate=mutate)
-    state = WebhookState(admitter, metrics, store, tls, config.max_body_bytes)
+    nodes = NodeCache() if config.node_cache else None
+    fit_check = nodes.check if nodes is not None else None
+    admitter = PolicyAdmitter(
+        lambda: store.current, config.settings, mutate=mutate, fit_check=fit_check
+    )
+    state = WebhookState(admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes)
     app = make_app(state)
 
     async def background(_app: web.Application) -> AsyncIterator[None]:
@@ -207,6 +216,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
             asyncio.create_task(watcher.watch(config.policy_poll_interval), name="policy-watch"),
             asyncio.create_task(tls.watch(config.tls_reload_interval), name="tls-watch"),
         ]
+        if nodes is not None:
+            tasks.append(asyncio.create_task(nodes.run(config.kubeconfig), name="node-cache"))
         try:
             yield
         finally:

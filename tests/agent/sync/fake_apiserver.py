@@ -139,7 +139,7 @@ class FakeApiServer:
         self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self._ca.issue_cert("127.0.0.1", "localhost").configure_cert(self._ssl)
         app = web.Application()
-        app.router.add_route("*", "/api/v1/nodes/{name}", self._node)
+        self.add_routes(app)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         await self.start_listening()
@@ -148,6 +148,10 @@ class FakeApiServer:
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def add_routes(self, app: web.Application) -> None:
+        """What is served; a fake for more resources extends this (tests/webhook/server)."""
+        app.router.add_route("*", "/api/v1/nodes/{name}", self._node)
 
     async def start_listening(self) -> None:
         """Bind (port 0 the first time, then the same port again) and accept connections."""

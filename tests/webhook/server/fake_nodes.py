@@ -1,0 +1,72 @@
+"""Node list + watch on the agent-sync fake API server, as kube-apiserver serves them.
+
+Reuses tests/agent/sync: `FakeApiServer` (HTTPS, bearer token, kubeconfig, planned faults)
+and its `PodStore` list/watch protocol (events after a resourceVersion, 410 Gone on
+`expire_watches()`), here holding Nodes. Adds what listing thousands of nodes needs: pages
+(`limit` / `continue`, one resourceVersion for the whole list).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.agent.sync.fake_apiserver import TOKEN, FakeApiServer
+from tests.agent.sync.fake_pods import PodStore
+
+__all__ = ["NodeApiServer", "NodeStore"]
+
+
+class NodeStore(PodStore):
+    """Nodes by name (their uid is `uid-<name>`)."""
+
+    def put(self, node: dict[str, Any]) -> None:
+        """Create or replace a node: an ADDED or MODIFIED event."""
+        node = copy.deepcopy(node)
+        uid = node["metadata"].setdefault("uid", f"uid-{node['metadata']['name']}")
+        kind = "MODIFIED" if uid in self.pods else "ADDED"
+        self.pods[uid] = node
+        self._record(kind, node)
+
+    def remove(self, name: str) -> None:
+        self.delete(f"uid-{name}")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        limit = int(request.query.get("limit") or 0)
+        if request.query.get("watch") in ("true", "1", "True") or not limit:
+            return await super().handle(request)
+        self.lists += 1
+        start = int(request.query.get("continue") or 0)
+        items = sorted(self.pods.values(), key=lambda n: n["metadata"]["name"])
+        page = items[start : start + limit]
+        metadata: dict[str, Any] = {"resourceVersion": str(self.rv)}
+        if start + limit < len(items):
+            metadata["continue"] = str(start + limit)
+        return web.json_response(
+            {"apiVersion": "v1", "kind": "NodeList", "metadata": metadata, "items": page}
+        )
+
+
+@dataclass
+class NodeApiServer(FakeApiServer):
+    node_store: NodeStore = field(default_factory=NodeStore)
+    node_requests: list[str] = field(default_factory=list)  # "list" / "watch", answered or not
+
+    def add_routes(self, app: web.Application) -> None:
+        super().add_routes(app)
+        app.router.add_get("/api/v1/nodes", self._nodes)
+
+    async def _nodes(self, request: web.Request) -> web.StreamResponse:
+        self.node_requests.append("watch" if request.query.get("watch") else "list")
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        fault = next((f for f in self.faults if f.method in (None, "LIST")), None)
+        if fault is not None and not request.query.get("watch"):
+            self.faults.remove(fault)
+            status = {"kind": "Status", "code": fault.status, "message": "planned"}
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after else None
+            return web.json_response(status, status=fault.status, headers=headers)
+        return await self.node_store.handle(request)

@@ -1,0 +1,53 @@
+"""The admission warning for a pod that fits no node, within the API server's 256 characters.
+
+"no node fits placement policy ddp-h100 for 8 GPUs: 12 nodes fail gpu-nic-link (NODE),
+3 fail topology-manager-policy (none); run `kubectl topoplace explain`"
+"""
+
+from __future__ import annotations
+
+from webhook.explain.checks import PodPlan
+from webhook.explain.index import Assessment, Miss
+from webhook.explain.requests import format_amount
+
+__all__ = ["LIMIT", "no_fit_warning"]
+
+LIMIT = 256
+_TAIL = "; run `kubectl topoplace explain`"
+_VALUES = 3
+
+
+def _values(miss: Miss) -> str:
+    values = list(miss.values)
+    if miss.check.kind == "resource":
+        values = [format_amount(miss.check.resource, int(v)) for v in values]
+    if not values:
+        return ""
+    shown = ", ".join(values[:_VALUES]) + (", …" if len(values) > _VALUES else "")
+    return f" ({shown})"
+
+
+def _part(miss: Miss, first: bool) -> str:
+    count = f"{miss.nodes} node{'s' if miss.nodes != 1 else ''}" if first else str(miss.nodes)
+    if miss.check.kind == "agent":
+        return f"{count} lack topoplace labels"
+    return f"{count} fail {miss.check.group}{_values(miss)}"
+
+
+def no_fit_warning(plan: PodPlan, assessment: Assessment, total: int) -> str | None:
+    """The warning when no node fits (None when some node does or there are no nodes)."""
+    if assessment.fitting or not total or plan.policy is None:
+        return None
+    gpus = f" for {plan.gpus} GPU{'s' if plan.gpus != 1 else ''}" if plan.gpus else ""
+    head = f"no node fits placement policy {plan.policy}{gpus}: "
+    misses = sorted(assessment.misses, key=lambda m: -m.nodes)
+    parts: list[str] = []
+    for index, miss in enumerate(misses):
+        part = _part(miss, first=not parts)
+        more = ", …" if index + 1 < len(misses) else ""
+        if len(head) + len(", ".join([*parts, part])) + len(more) + len(_TAIL) > LIMIT:
+            parts.append("…")
+            break
+        parts.append(part)
+    text = head + ", ".join(parts) + _TAIL
+    return text if len(text) <= LIMIT else text[: LIMIT - 1] + "…"
