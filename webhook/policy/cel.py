@@ -87,8 +87,8 @@ def _step(
         return f"{text!r} at column {column} follows an operand without an operator"
     if kind == "dot" and previous not in _OPERAND_END:
         return f"'.' at column {column} follows no operand"
-    if kind == "comma" and previous not in _OPERAND_END:
-        return f"',' at column {column} follows no operand"
+    if kind == "comma" and (previous not in _OPERAND_END or not stack):
+        return f"',' at column {column} outside brackets or after no operand"
     if kind == "open":
         stack.append((text, pos))
     elif kind == "close":
