@@ -85,8 +85,8 @@ def plan_dra(
     if foreign and not ours:
         plan.own_claims = True
         warnings.append(
-            f"pod already carries resource claims ({', '.join(map(str, foreign[:3]))}): kept as "
-            "they are; no Topoplace claim and no RDMA resource added"
+            f"pod already carries resource claims ({', '.join(map(str, foreign[:3]))}); they "
+            "are kept, and Topoplace adds no claim and no RDMA resource"
         )
         return plan
     missing: list[str] = []
