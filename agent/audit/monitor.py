@@ -102,6 +102,7 @@ class AuditMonitor:
         self._machine_at = 0.0
         self._reported: str | None = None  # the failure last logged: each one once
         self._poked = asyncio.Event()
+        self._seen: set[tuple[str, str, str, str]] = set()
 
     def poke(self) -> None:
         self._poked.set()
@@ -134,8 +135,27 @@ class AuditMonitor:
             return None
         audits = audit(machine, pods)
         self._report(None)
+        self._log_new(audits)
         self._metrics.publish(audits, at=time.time())
         return audits
+
+    def _log_new(self, audits: Sequence[ContainerAudit]) -> None:
+        """One log line per container and verdict that was not there on the last audit."""
+        seen = {(a.namespace, a.pod, a.container, a.verdict) for a in audits}
+        for a in audits:
+            key = (a.namespace, a.pod, a.container, a.verdict)
+            if key in self._seen or a.verdict == "aligned":
+                continue
+            log.warning(
+                "GPU container %s/%s/%s: %s: %s",
+                a.namespace,
+                a.pod,
+                a.container,
+                a.verdict,
+                a.reason,
+                extra={"namespace": a.namespace, "pod": a.pod, "verdict": a.verdict},
+            )
+        self._seen = seen
 
     async def _watch_socket_dir(self, stop: asyncio.Event) -> None:
         from watchfiles import awatch

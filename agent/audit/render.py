@@ -73,6 +73,10 @@ def as_document(audits: Sequence[ContainerAudit], topology: Topology) -> dict[st
             "topologyManagerPolicy": k.topology_manager_policy,
             "topologyManagerScope": k.topology_manager_scope,
             "memoryManagerPolicy": k.memory_manager_policy,
+            "topologyManagerPolicyOptions": {
+                "prefer-closest-numa-nodes": k.prefer_closest_numa_nodes,
+                "max-allowable-numa-nodes": k.max_allowable_numa_nodes,
+            },
         },
     }
 

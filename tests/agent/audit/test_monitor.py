@@ -55,11 +55,17 @@ def monitor_for(
 
 
 async def test_series_follow_the_pods_and_count_by_verdict(
-    kubelet: FakeKubelet, monitor_for: Callable[..., tuple[AuditMonitor, CollectorRegistry]]
+    kubelet: FakeKubelet,
+    monitor_for: Callable[..., tuple[AuditMonitor, CollectorRegistry]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monitor, registry = monitor_for(kubelet)
     kubelet.serve(ALIGNED, REMOTE)
-    await monitor.refresh()
+    with caplog.at_level(logging.WARNING):
+        await monitor.refresh()
+        await monitor.refresh()
+    said = [r.getMessage() for r in caplog.records if "GPU container" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("GPU container ml/bad/w: cpus-remote: ")
     assert alignment(registry) == {("good", "aligned"): 1, ("bad", "cpus-remote"): 1}
     assert value(registry, "topoplace_agent_gpu_containers", verdict="aligned") == 1
     assert value(registry, "topoplace_agent_gpu_containers", verdict="cpus-remote") == 1
