@@ -25,13 +25,24 @@ __all__ = ["add_arguments", "run"]
 log = logging.getLogger(__name__)
 
 
+def _socket_path(text: str) -> Path:
+    """A path, or the kubelet's endpoint form `unix:///var/lib/kubelet/pod-resources/…`."""
+    for prefix in ("unix://", "unix:"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    if not text:
+        raise argparse.ArgumentTypeError("an empty socket path")
+    return Path(text)
+
+
 def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags `audit` and `run` share."""
     from agent.sources.podresources import DEFAULT_SOCKET
 
     parser.add_argument(
         "--pod-resources-socket",
-        type=Path,
+        type=_socket_path,
         default=DEFAULT_SOCKET,
         metavar="PATH",
         help="the kubelet's PodResources socket (default: %(default)s)",

@@ -135,3 +135,12 @@ def test_dra_claimed_gpus_and_nics_are_placed(
     assert [g["pci"] for g in entry["gpus"]] == ["0000:9d:00.0"]
     assert entry["gpuNicLinks"] == [{"gpu": "GPU4", "nic": "mlx5_6", "link": "PIX"}]
     assert entry["verdict"] == "aligned", entry["reason"]
+
+
+def test_the_socket_may_be_given_as_a_unix_endpoint(
+    built_machine: Machine, kubelet: FakeKubelet, audit_json: Any
+) -> None:
+    kubelet.serve(pod("ml", "p", container("w", devices("nvidia.com/gpu", ["0000:1b:00.0"]))))
+    rc, doc, err = audit_json(built_machine("dgx-h100"), f"unix://{kubelet.socket}")
+    assert rc == 0, err
+    assert [c["verdict"] for c in doc["containers"]] == ["shared-cpus"]
