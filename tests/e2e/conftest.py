@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -64,13 +65,25 @@ _numbers = itertools.count(1)
 @pytest.fixture
 def namespace(kubectl: Kubectl) -> Iterator[str]:
     """A fresh namespace matching the example policies' `ml-*` allowlist, deleted afterwards."""
-    name = f"ml-e2e-{next(_numbers)}"
+    name = f"ml-e2e-{next(_numbers)}-{secrets.token_hex(3)}"  # unique across runs
     kubectl("create", "namespace", name)
     procs.wait_for(
         lambda: kubectl.run("get", "sa", "default", "-n", name, check=False).returncode == 0,
         f"serviceaccount default in {name}",
     )
     yield name
+    # No kubelet confirms a bound pod's termination: delete the controllers, then remove their
+    # pods at once so the scheduler stops counting their requests on the simulated nodes.
+    kubectl.run(
+        "delete",
+        "deployments,jobs,replicasets",
+        "--all",
+        "-n",
+        name,
+        "--cascade=orphan",
+        check=False,
+    )
+    kubectl.run("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", check=False)
     kubectl.run("delete", "namespace", name, "--wait=false", check=False)
 
 

@@ -13,6 +13,7 @@ import yaml
 from e2e import procs
 from e2e.kube import Kubectl
 from e2e.pods import container_of, pod_spec_of
+from tests.kube import parse_quantity
 
 REPO = Path(__file__).resolve().parents[2]
 WEBHOOK = str(Path(sys.executable).with_name("topoplace-webhook"))
@@ -60,6 +61,14 @@ def assert_subset(expected: Any, actual: Any, where: str = "") -> None:
         for key, value in expected.items():
             assert key in actual, f"{where}.{key}: missing from the stored object"
             assert_subset(value, actual[key], f"{where}.{key}")
+    elif isinstance(expected, list) and _named(expected):
+        # Containers, env, volumes, mounts: matched by name, since the API server and the
+        # controllers add their own (the token volume, JOB_COMPLETION_INDEX).
+        assert isinstance(actual, list) and _named(actual), f"{where}: stored {actual!r}"
+        stored = {item["name"]: item for item in actual}
+        for item in expected:
+            assert item["name"] in stored, f"{where}: {item['name']!r} missing from the stored list"
+            assert_subset(item, stored[item["name"]], f"{where}[{item['name']}]")
     elif isinstance(expected, list):
         assert isinstance(actual, list), f"{where}: expected a list, stored {actual!r}"
         assert len(expected) == len(actual), (
@@ -67,8 +76,16 @@ def assert_subset(expected: Any, actual: Any, where: str = "") -> None:
         )
         for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             assert_subset(e, a, f"{where}[{i}]")
+    elif ".resources." in where:
+        # The API server stores quantities in canonical form: 2 → "2", "1.5" → "1500m".
+        same = parse_quantity(str(expected)) == parse_quantity(str(actual))
+        assert same, f"{where}: expected {expected!r}, stored {actual!r}"
     else:
         assert expected == actual, f"{where}: expected {expected!r}, stored {actual!r}"
+
+
+def _named(items: list[Any]) -> bool:
+    return bool(items) and all(isinstance(i, dict) and "name" in i for i in items)
 
 
 def pods(kubectl: Kubectl, namespace: str, selector: str = "") -> list[dict[str, Any]]:

@@ -1,0 +1,152 @@
+"""Where the real kube-scheduler puts mutated pods: only on nodes whose labels satisfy the
+policy; on the node holding the dataset when nodes are otherwise equal; nowhere, with the
+scheduler saying why, when no node satisfies the policy."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common import cache_layout
+from common.vocabulary import Label, dataset_label
+from e2e import procs
+from e2e.cluster import Cluster
+from e2e.kube import Kubectl
+from tests.e2e.helpers import REPO, events, node_labels, wait_bound
+from webhook.policy.loader import load_policy_dir
+
+POLICIES = load_policy_dir(REPO / "policies")
+LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def training_pod(policy: str, gpus: int, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"topoplace.io/policy": policy}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                    "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
+                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                }
+            ],
+        },
+    }
+
+
+def satisfies(labels: dict[str, str], policy_name: str, gpus: int) -> bool:
+    """Does a node with `labels` meet the policy's placement rules, read from the policy?"""
+    placement = POLICIES.get(policy_name).spec.placement  # type: ignore[union-attr]
+    if int(labels.get(Label.GPUS, "0")) < gpus:
+        return False
+    if placement.gpu_nic_link is not None:
+        link = labels.get(Label.GPU_NIC_LINK)
+        if link is None or LINKS.index(link) > LINKS.index(placement.gpu_nic_link):
+            return False
+    if placement.gpu_nic_pairs and int(labels.get(Label.GPU_NIC_PAIRS, "0")) < gpus:
+        return False
+    if placement.single_numa_node and int(labels.get(Label.MAX_GPUS_PER_NUMA_NODE, "0")) < gpus:
+        return False
+    policies = placement.topology_manager_policies
+    return not policies or labels.get(Label.TOPOLOGY_MANAGER_POLICY) in policies
+
+
+def fitting_nodes(cluster: Cluster, kubectl: Kubectl, policy: str, gpus: int) -> set[str]:
+    return {n for n in cluster.nodes if satisfies(node_labels(kubectl, n), policy, gpus)}
+
+
+def test_full_node_ddp_pods_land_only_where_the_policy_allows(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any]
+) -> None:
+    allowed = fitting_nodes(cluster, kubectl, "ddp-hgx-full-node", 8)
+    assert allowed == {"dgx-h100-a", "dgx-h100-b"}  # the fixtures' labels, as discover says
+    for i in range(len(allowed)):
+        create(training_pod("ddp-hgx-full-node", 8, f"ddp-{i}"), namespace)
+    bound = {wait_bound(kubectl, namespace, f"ddp-{i}") for i in range(len(allowed))}
+    assert bound == allowed  # 8 GPUs each: one pod per allowed node, none elsewhere
+
+
+def test_a_single_numa_partial_pod_lands_where_it_fits(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any]
+) -> None:
+    allowed = fitting_nodes(cluster, kubectl, "single-numa-partial", 2)
+    assert allowed == {"dgx-a100-nps4"}
+    create(training_pod("single-numa-partial", 2, "partial"), namespace)
+    assert wait_bound(kubectl, namespace, "partial") in allowed
+
+
+def test_a_pod_no_node_satisfies_stays_pending_and_the_scheduler_says_node_affinity(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any]
+) -> None:
+    assert fitting_nodes(cluster, kubectl, "single-numa-partial", 4) == set()
+    create(training_pod("single-numa-partial", 4, "nowhere"), namespace)
+    failed = procs.wait_for(
+        lambda: events(kubectl, namespace, "nowhere", "FailedScheduling"),
+        "a FailedScheduling event for pod nowhere",
+    )
+    assert "node affinity" in failed[-1]["message"], failed[-1]["message"]
+    assert kubectl.json("get", "pod", "nowhere", "-n", namespace)["spec"].get("nodeName") is None
+
+
+@pytest.fixture
+def imagenet_on(cluster: Cluster, kubectl: Kubectl) -> Iterator[Callable[[str], Path]]:
+    written: list[tuple[str, Path]] = []
+
+    def put(node: str) -> Path:
+        root = Path(cluster.nodes[node]["datasets"])
+        version = cache_layout.version_dir(root, "imagenet", "2024-06")
+        version.mkdir(parents=True)
+        (version / "train-00000.tar").write_bytes(b"\0" * 1024)
+        marker = cache_layout.marker_path(root, "imagenet", "2024-06")
+        marker.write_text(
+            json.dumps(
+                {
+                    "source": "s3://ml-datasets/imagenet/2024-06/",
+                    "files": 1,
+                    "bytes": 1024,
+                    "completed_at": "2026-12-01T00:00:00Z",
+                }
+            )
+        )
+        written.append((node, marker))
+        return marker
+
+    yield put
+    key = dataset_label("imagenet")
+    for node, marker in written:
+        marker.unlink()
+        procs.wait_for(
+            lambda node=node: key not in node_labels(kubectl, node), f"label {key} gone from {node}"
+        )
+
+
+def test_a_cached_dataset_is_labelled_within_2s_and_attracts_the_next_pod(
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    create: Callable[..., Any],
+    imagenet_on: Callable[[str], Path],
+) -> None:
+    node, key = "dgx-h100-b", dataset_label("imagenet")
+    assert key not in node_labels(kubectl, node)
+    started = time.monotonic()
+    imagenet_on(node)
+    procs.wait_for(
+        lambda: node_labels(kubectl, node).get(key) == "2024-06",
+        f"label {key}=2024-06 on {node}",
+        timeout=2.0,
+        interval=0.05,
+    )
+    print(f"marker → label through the API server: {time.monotonic() - started:.2f}s")
+    # dgx-h100-a and -b are otherwise equal; the policy prefers the node holding imagenet.
+    create(training_pod("ddp-hgx-full-node", 8, "ddp-cached"), namespace)
+    assert wait_bound(kubectl, namespace, "ddp-cached") == node
