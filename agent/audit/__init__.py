@@ -4,7 +4,8 @@ topology into a verdict (`aligned`, `cpus-remote`, `shared-cpus`, `nic-far`, `me
 
 `facts` gathers the inputs (the one module here that reads, through `sources`), `resolve`
 maps device-plugin IDs to GPUs and NICs of this machine, `verdict` judges one container (pure),
-`render` prints the table and the JSON document, `metrics` turns audits into Prometheus series.
+`render` prints the table and the JSON document, `monitor` keeps `run`'s Prometheus series in
+step (interval, socket recreation) and logs each failure once.
 
 Imports: `discovery`, `sources` and `common`; never `sync` or `cli`.
 """

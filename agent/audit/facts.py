@@ -17,7 +17,7 @@ from agent.discovery.topology import Topology, build_topology
 from agent.sources import cpu, device_ids, kubelet, nic, nvml, pci
 from agent.sources.podresources import DEFAULT_SOCKET, PodResources, list_pod_resources
 
-__all__ = ["AuditOptions", "Machine", "audit", "read_machine"]
+__all__ = ["AuditOptions", "Machine", "audit", "list_pods", "read_machine"]
 
 
 @dataclass(frozen=True, slots=True)
