@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from common.vocabulary import LABEL_PREFIX
 from webhook.engine.affinity import required_expressions
@@ -35,9 +35,11 @@ __all__ = ["Check", "Kind", "PodPlan", "plan_for"]
 Kind = Literal["name", "agent", "policy", "affinity", "selector", "cordon", "taints", "resource"]
 
 
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One check; `group` names it in summaries ("gpu-nic-link", "allocatable nvidia.com/gpu")."""
+class Check(NamedTuple):
+    """One check; `group` names it in summaries ("gpu-nic-link", "allocatable nvidia.com/gpu").
+
+    A NamedTuple, not a frozen dataclass: a plan builds a dozen per admission, and a frozen
+    dataclass's __init__ costs several times as much."""
 
     kind: Kind
     group: str
@@ -72,7 +74,7 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     `policy` is the policy the webhook applied, or None: its required expressions are
     recomputed from the policy, so each can be named in the policy's words.
     """
-    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     gpu_resource = policy.spec.gpu_resource if policy is not None else "nvidia.com/gpu"
     gpus = pod_gpus(spec, gpu_resource)  # type: ignore[arg-type]
     checks: list[Check] = []

@@ -70,6 +70,7 @@ class NodeIndex:
         self._alloc: dict[str, dict[int, int]] = {}  # resource -> amount -> nodes
         self._taints: dict[tuple[Taint, ...], int] = {}
         self._cordoned = 0
+        self.generation = 0  # bumped by every change that can move a verdict
         for view in views:
             self.upsert(view)
 
@@ -93,6 +94,7 @@ class NodeIndex:
             self._slots[view.name] = slot
         self._views[slot] = view
         self._index(view, 1 << slot, add=True)
+        self.generation += 1
         return True
 
     def remove(self, name: str) -> bool:
@@ -104,6 +106,7 @@ class NodeIndex:
         self._index(view, 1 << slot, add=False)
         self._views[slot] = None
         self._free.append(slot)
+        self.generation += 1
         return True
 
     def _index(self, view: NodeView, bit: int, *, add: bool) -> None:
@@ -196,6 +199,15 @@ class NodeIndex:
         if kind == "taints":
             return self._tolerated(check.tolerations)
         return self._resource(check.resource, check.need)
+
+    def fits_somewhere(self, plan: PodPlan) -> bool:
+        """Whether any node passes every check (the common case: no reasons gathered)."""
+        remaining = self.all
+        for check in plan.checks:
+            remaining &= self.mask(check)
+            if not remaining:
+                return False
+        return True
 
     def assess(self, plan: PodPlan) -> Assessment:
         """How many nodes fit, and for the rest, their first failing check and its values."""

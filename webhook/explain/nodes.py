@@ -35,11 +35,11 @@ class NodeView:
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> NodeView:
         metadata = obj.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, Mapping) else None
+        name = metadata.get("name") if isinstance(metadata, dict) else None
         if not isinstance(name, str) or not name:
             raise NodeError("a Node without metadata.name")
         raw_labels = metadata.get("labels") or {}
-        if not isinstance(raw_labels, Mapping):
+        if not isinstance(raw_labels, dict):
             raise NodeError(f"node {name}: metadata.labels is not a map")
         # Interned: thousands of nodes repeat the same keys and values.
         labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in raw_labels.items()}
@@ -58,7 +58,7 @@ def node_views(docs: Iterable[Any]) -> list[NodeView]:
     """Nodes from YAML documents: Node objects, or Lists of them (`kubectl get nodes -o yaml`)."""
     views: list[NodeView] = []
     for index, doc in enumerate(docs, start=1):
-        if not isinstance(doc, Mapping):
+        if not isinstance(doc, dict):
             raise NodeError(f"document {index} is not an object")
         kind = doc.get("kind")
         if kind in ("List", "NodeList"):
@@ -76,8 +76,8 @@ def node_views(docs: Iterable[Any]) -> list[NodeView]:
 
 
 def _one(doc: Any, where: str) -> NodeView:
-    if not isinstance(doc, Mapping) or doc.get("kind") != "Node":
-        kind = doc.get("kind") if isinstance(doc, Mapping) else type(doc).__name__
+    if not isinstance(doc, dict) or doc.get("kind") != "Node":
+        kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
         raise NodeError(f"{where} is a {kind}, not a Node (give `kubectl get nodes -o yaml`)")
     try:
         return NodeView.from_object(doc)

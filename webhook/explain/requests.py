@@ -12,6 +12,7 @@ Quantity.MilliValue()/Value() round. Resources the scheduler does not check (nam
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -37,6 +38,18 @@ def checked_resource(name: str) -> bool:
 
 
 def _units(name: str, value: Any) -> int | None:
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return _cached_units(name, value)
+    return _convert(name, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_units(name: str, value: str | int) -> int | None:
+    # The same few quantities ("96Gi", 8) recur on every pod of a policy and every node.
+    return _convert(name, value)
+
+
+def _convert(name: str, value: Any) -> int | None:
     try:
         amount = parse_quantity(value)
     except QuantityError:
@@ -46,7 +59,7 @@ def _units(name: str, value: Any) -> int | None:
 
 def _amounts(raw: Any) -> Amounts:
     out: Amounts = {}
-    if isinstance(raw, Mapping):
+    if isinstance(raw, dict):
         for name, value in raw.items():
             if isinstance(name, str) and checked_resource(name):
                 units = _units(name, value)
@@ -56,8 +69,8 @@ def _amounts(raw: Any) -> Amounts:
 
 
 def _container_requests(container: Any) -> Amounts:
-    resources = container.get("resources") if isinstance(container, Mapping) else None
-    if not isinstance(resources, Mapping):
+    resources = container.get("resources") if isinstance(container, dict) else None
+    if not isinstance(resources, dict):
         return {}
     return {**_amounts(resources.get("limits")), **_amounts(resources.get("requests"))}
 
@@ -87,7 +100,7 @@ def pod_requests(spec: Mapping[str, Any]) -> Amounts:
     init_peak: Amounts = {}
     for container in _list(spec, "initContainers"):
         own = _container_requests(container)
-        if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
+        if isinstance(container, dict) and container.get("restartPolicy") == "Always":
             _add(total, own)
             _add(sidecars, own)
             _max(init_peak, sidecars)
@@ -97,7 +110,7 @@ def pod_requests(spec: Mapping[str, Any]) -> Amounts:
             _max(init_peak, step)
     _max(total, init_peak)
     pod_level = spec.get("resources")
-    if isinstance(pod_level, Mapping):
+    if isinstance(pod_level, dict):
         level = {**_amounts(pod_level.get("limits")), **_amounts(pod_level.get("requests"))}
         for name, value in level.items():
             if name in ("cpu", "memory") or name.startswith("hugepages-"):

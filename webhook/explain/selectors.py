@@ -9,6 +9,7 @@ absent key, Gt/Lt need the key with a base-10 int64 value, compared with the one
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,17 +61,22 @@ class Requirement:
 
 
 def parse_requirement(raw: Any, *, field: bool = False) -> Requirement:
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         return Requirement("", "", (), "not an object", field)
     key = raw.get("key")
     operator = raw.get("operator")
     values = raw.get("values") or []
     if not isinstance(key, str) or not isinstance(values, list):
         return Requirement(str(key), str(operator), (), "key or values malformed", field)
-    vals = tuple(str(v) for v in values)
+    return _requirement(key, str(operator), tuple(str(v) for v in values), field)
+
+
+@functools.lru_cache(maxsize=4096)
+def _requirement(key: str, operator: str, vals: tuple[str, ...], field: bool) -> Requirement:
+    # Cached: the admission check parses the same few expressions for every pod of a policy.
     allowed = FIELD_OPERATORS if field else OPERATORS
     if operator not in allowed:
-        return Requirement(key, str(operator), vals, f"operator {operator!r} not supported", field)
+        return Requirement(key, operator, vals, f"operator {operator!r} not supported", field)
     return Requirement(key, operator, vals, _problem(operator, vals, field), field)
 
 
@@ -127,7 +133,7 @@ class Term:
 
 def _term(raw: Any) -> Term | None:
     """A term, or None for an empty (or non-object) term, which matches nothing."""
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         return None
     exprs = raw.get("matchExpressions") or []
     fields = raw.get("matchFields") or []
@@ -151,11 +157,11 @@ def term_matches(term: Term, labels: Mapping[str, str], name: str) -> bool:
 def parse_required(spec: Mapping[str, Any]) -> tuple[Term, ...] | None:
     """The pod's required node affinity as non-empty terms; None when it sets none."""
     affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    if not isinstance(node_affinity, Mapping):
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    if not isinstance(node_affinity, dict):
         return None
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if not isinstance(required, Mapping):
+    if not isinstance(required, dict):
         return None
     raw_terms = required.get("nodeSelectorTerms") or []
     terms = [_term(t) for t in raw_terms] if isinstance(raw_terms, list) else []
@@ -171,13 +177,13 @@ class PreferredTerm:
 def parse_preferred(spec: Mapping[str, Any]) -> tuple[PreferredTerm, ...]:
     """Preferred terms that count: weight > 0, a non-empty, valid preference."""
     affinity = spec.get("affinity")
-    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
-    if not isinstance(node_affinity, Mapping):
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    if not isinstance(node_affinity, dict):
         return ()
     raw = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
     found: list[PreferredTerm] = []
     for entry in raw if isinstance(raw, list) else []:
-        if not isinstance(entry, Mapping):
+        if not isinstance(entry, dict):
             continue
         weight = entry.get("weight")
         term = _term(entry.get("preference"))
@@ -188,7 +194,7 @@ def parse_preferred(spec: Mapping[str, Any]) -> tuple[PreferredTerm, ...]:
 
 def node_selector(spec: Mapping[str, Any]) -> dict[str, str]:
     raw = spec.get("nodeSelector")
-    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
 def first_failing(

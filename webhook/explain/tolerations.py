@@ -76,7 +76,7 @@ def parse_taints(node_spec: Mapping[str, Any]) -> tuple[Taint, ...]:
     found = {
         Taint(_text(t, "key"), _text(t, "value"), _text(t, "effect"))
         for t in (raw if isinstance(raw, list) else [])
-        if isinstance(t, Mapping) and t.get("effect") in FILTER_EFFECTS
+        if isinstance(t, dict) and t.get("effect") in FILTER_EFFECTS
     }
     return tuple(sorted(found))
 
@@ -86,7 +86,7 @@ def parse_tolerations(pod_spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
     return tuple(
         Toleration(_text(t, "key"), _text(t, "operator"), _text(t, "value"), _text(t, "effect"))
         for t in (raw if isinstance(raw, list) else [])
-        if isinstance(t, Mapping)
+        if isinstance(t, dict)
     )
 
 

@@ -183,8 +183,8 @@ def applied_policy(
     if name is None:
         return None
     metadata = mutated.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    applied = annotations.get(APPLIED_ANNOTATION) if isinstance(annotations, Mapping) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    applied = annotations.get(APPLIED_ANNOTATION) if isinstance(annotations, dict) else None
     if not isinstance(applied, str) or applied.split("@", 1)[0] != name:
         return None
     return policies.get(name)

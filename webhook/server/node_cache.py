@@ -24,12 +24,31 @@ from webhook.explain.nodes import NodeError, NodeView
 from webhook.explain.warning import no_fit_warning
 from webhook.policy.model import PlacementPolicy
 from webhook.server.kube_read import ApiError, list_all, read_json
+from webhook.vocabulary import APPLIED_ANNOTATION
 
 __all__ = ["WATCH_SECONDS", "NodeCache"]
 
 logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 290  # the API server ends a watch after this; we resume from where it was
+
+
+_ANSWERS_MAX = 1024
+# What a verdict depends on in a mutated pod; the applied annotation names policy and content.
+_SPEC_KEYS = ("affinity", "nodeSelector", "tolerations", "nodeName", "overhead", "resources")
+
+
+def _signature(pod: Mapping[str, Any]) -> bytes:
+    spec = pod.get("spec") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    containers = [
+        (c.get("resources"), c.get("restartPolicy"))
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or ()
+    ]
+    return jsonio.dumps(
+        [annotations.get(APPLIED_ANNOTATION), [spec.get(k) for k in _SPEC_KEYS], containers]
+    )
 
 
 class _Expired(Exception):
@@ -53,6 +72,8 @@ class NodeCache:
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self._fresh = False  # listed, and no watch event since
+        # pod signature -> (index, its generation, the answer then)
+        self._answers: dict[bytes, tuple[NodeIndex, int, str | None]] = {}
 
     # --- admission side: never waits, never raises ----------------------------------------
     def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> str | None:
@@ -60,8 +81,19 @@ class NodeCache:
         policy applied)."""
         if not self.ready or policy is None:
             return None
+        index = self.index
+        key = _signature(pod)
+        known = self._answers.get(key)
+        if known is not None and known[0] is index and known[1] == index.generation:
+            return known[2]  # the pods of one Job are alike: judged once per node change
         plan = plan_for(pod, policy)
-        return no_fit_warning(plan, self.index.assess(plan), len(self.index))
+        warning = None
+        if len(index) and not index.fits_somewhere(plan):
+            warning = no_fit_warning(plan, index.assess(plan), len(index))
+        if len(self._answers) >= _ANSWERS_MAX:
+            self._answers.clear()
+        self._answers[key] = (index, index.generation, warning)
+        return warning
 
     # --- the list+watch loop -------------------------------------------------------------
     async def run(self, kubeconfig: Path | None = None) -> None:
