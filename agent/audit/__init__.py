@@ -3,7 +3,8 @@ topology into a verdict (`aligned`, `cpus-remote`, `shared-cpus`, `nic-far`, `me
 `unknown`) and the reason.
 
 `facts` gathers the inputs (the one module here that reads, through `sources`), `resolve`
-maps device-plugin IDs to GPUs and NICs of this machine, `verdict` judges one container (pure),
+maps device-plugin IDs to GPUs and NICs of this machine, `nics` judges GPU-to-NIC nearness
+(bounding GPUs known only by NUMA node), `verdict` judges one container (pure),
 `render` prints the table and the JSON document, `monitor` keeps `run`'s Prometheus series in
 step (interval, socket recreation) and logs each failure once.
 

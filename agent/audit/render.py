@@ -15,7 +15,6 @@ from typing import Any
 
 from agent.audit.resolve import Held
 from agent.audit.verdict import VERDICTS, ContainerAudit
-from agent.discovery.links import link_rank
 from agent.discovery.topology import Topology
 from agent.sources.cpu import format_cpulist
 
@@ -60,6 +59,7 @@ def _container(a: ContainerAudit) -> dict[str, Any]:
         "cpuNumaNodes": _nodes(a.cpu_numa),
         "memoryNumaNodes": _nodes(a.memory_numa),
         "gpuNicLinks": [{"gpu": lk.gpu, "nic": lk.nic, "link": lk.link} for lk in a.links],
+        "nicLink": a.nic_link,
     }
 
 
@@ -96,13 +96,7 @@ def _nic_link(a: ContainerAudit) -> str:
     """The worst, over the GPUs, of each GPU's best link to a held NIC (as gpu-nic-link)."""
     if not a.nics:
         return "-"
-    best: list[str] = []
-    for g in a.gpus:
-        words = [lk.link for lk in a.links if lk.gpu == g.label and lk.link]
-        if not words:
-            return "?"
-        best.append(min(words, key=link_rank))
-    return max(best, key=link_rank)
+    return a.nic_link or "?"
 
 
 def render_table(audits: Sequence[ContainerAudit]) -> str:

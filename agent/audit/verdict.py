@@ -13,11 +13,11 @@ verdict and every failure is kept in `problems`:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from agent.audit.nics import GpuNicLink, check_nics, gpu_nic_links
 from agent.audit.resolve import Held, Resolver
-from agent.discovery.links import classify, link_rank
 from agent.discovery.topology import Topology
 from agent.sources.cpu import format_cpulist
 from agent.sources.podresources import ContainerResources, PodResources
@@ -26,14 +26,6 @@ __all__ = ["VERDICTS", "ContainerAudit", "GpuNicLink", "audit_container", "audit
 
 VERDICTS = ("aligned", "cpus-remote", "shared-cpus", "nic-far", "memory-remote", "unknown")
 _NOT_HERE = "the device ID is not a GPU of this node and the device plugin gave no topology"
-_FAR_FROM = link_rank("PXB")  # worse than this is too far for GPUDirect RDMA's default level
-
-
-@dataclass(frozen=True, slots=True)
-class GpuNicLink:
-    gpu: str  # Held.label
-    nic: str
-    link: str | None  # None: not known (a device without a PCI place on this machine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,20 +44,13 @@ class ContainerAudit:
     cpu_numa: frozenset[int]
     memory_numa: frozenset[int]
     links: tuple[GpuNicLink, ...]
+    nic_link: str | None = None  # worst over the GPUs of each one's best held-NIC link
 
 
 def _nodes(nodes: Iterable[int]) -> str:
     ordered = sorted(nodes)
     word = "node" if len(ordered) == 1 else "nodes"
     return f"NUMA {word} {','.join(map(str, ordered))}" if ordered else "no NUMA node"
-
-
-def _link(gpu: Held, nic: Held) -> str | None:
-    if gpu.place is not None and nic.place is not None:
-        return classify(gpu.place, nic.place)
-    if gpu.numa_node is not None and nic.numa_node is not None and gpu.numa_node != nic.numa_node:
-        return "SYS"  # different NUMA nodes: across the socket link whatever the PCI path
-    return None
 
 
 def _shared_reason(topo: Topology) -> str:
@@ -111,9 +96,14 @@ def _cpus_of(pod: PodResources, container: ContainerResources) -> tuple[frozense
 
 
 def audit_container(
-    pod: PodResources, container: ContainerResources, resolver: Resolver, topo: Topology
+    pod: PodResources,
+    container: ContainerResources,
+    resolver: Resolver,
+    topo: Topology,
+    taken: Collection[str] = (),
 ) -> ContainerAudit | None:
-    """The audit of one container, or None when it holds no GPU."""
+    """The audit of one container, or None when it holds no GPU. `taken`: PCI addresses of
+    the GPUs any container of the node holds by a known address."""
     held = [
         resolver.resolve(device_id, d.resource_name, d.numa_nodes)
         for d in container.devices
@@ -130,7 +120,7 @@ def audit_container(
     gpu_numa = frozenset(g.numa_node for g in gpus if g.numa_node is not None)
     cpu_numa = frozenset(node_of[c] for c in cpus if c in node_of)
     memory_numa = frozenset(n for block in memory for n in block.numa_nodes)
-    links = tuple(GpuNicLink(g.label, n.label, _link(g, n)) for g in gpus for n in nics)
+    links = gpu_nic_links(gpus, nics)
     problems: list[tuple[str, str]] = []
     unplaced = [g.label for g in gpus if g.numa_node is None]
     foreign = sorted(c for c in cpus if c not in node_of)
@@ -150,21 +140,9 @@ def audit_container(
             f"{_socket_note(topo, remote, gpu_numa)}, GPUs on {_nodes(gpu_numa)}"
             f"{_topology_hint(topo)}",
         ))  # fmt: skip
-    missing_link: list[str] = []
-    if nics:
-        far: list[str] = []
-        for g in gpus:
-            words = [(lk.link, lk.nic) for lk in links if lk.gpu == g.label]
-            known = [(w, n) for w, n in words if w is not None]
-            best = min(known, key=lambda wn: link_rank(wn[0]), default=None)
-            if best is not None and link_rank(best[0]) <= _FAR_FROM:
-                continue
-            if len(known) < len(words):
-                missing_link.append(g.label)
-            elif best is not None:
-                far.append(f"{g.label} reaches its nearest held NIC {best[1]} at {best[0]}")
-        if far:
-            problems.append(("nic-far", "no held NIC at PXB or better: " + "; ".join(far)))
+    nic = check_nics(gpus, nics, links, topo, taken)
+    if nic.far:
+        problems.append(("nic-far", "no held NIC at PXB or better: " + "; ".join(nic.far)))
     if gpu_numa and memory_numa - gpu_numa:
         problems.append((
             "memory-remote",
@@ -173,8 +151,8 @@ def audit_container(
     if not problems:
         if unplaced:
             problems.append(("unknown", f"NUMA node of {', '.join(unplaced)} unknown"))
-        elif missing_link:
-            problems.append(("unknown", f"link of {', '.join(missing_link)} to the held NICs "
+        elif nic.unknown:
+            problems.append(("unknown", f"link of {', '.join(nic.unknown)} to the held NICs "
                              "unknown: a device's PCI address is not known here (GPU UUIDs "
                              "need NVML or /proc/driver/nvidia)"))  # fmt: skip
     if problems:
@@ -185,12 +163,7 @@ def audit_container(
         if memory_numa:
             parts.append(f"memory on {_nodes(memory_numa)}")
         if nics:
-            best_per_gpu = [
-                min((lk.link for lk in links if lk.gpu == g.label and lk.link), key=link_rank)
-                for g in gpus
-            ]
-            worst = max(best_per_gpu, key=link_rank)
-            parts.append(f"every GPU has a held NIC at {worst} or better")
+            parts.append(f"every GPU has a held NIC at {nic.worst} or better")
         else:
             parts.append("no RDMA NIC held")
         reason = "; ".join(parts)
@@ -209,6 +182,7 @@ def audit_container(
         cpu_numa=cpu_numa,
         memory_numa=memory_numa,
         links=links,
+        nic_link=nic.worst if nics else None,
     )
 
 
@@ -216,10 +190,20 @@ def audit_pods(
     pods: Iterable[PodResources], resolver: Resolver, topo: Topology
 ) -> tuple[ContainerAudit, ...]:
     """Every GPU container, sorted by namespace, pod and container."""
+    pods = tuple(pods)
+    taken = {
+        held.bdf
+        for pod in pods
+        for c in pod.containers
+        for d in c.devices
+        for device_id in d.device_ids
+        if (held := resolver.resolve(device_id, d.resource_name, d.numa_nodes)).kind == "gpu"
+        and held.bdf is not None
+    }
     found = [
         a
         for pod in pods
         for c in pod.containers
-        if (a := audit_container(pod, c, resolver, topo)) is not None
+        if (a := audit_container(pod, c, resolver, topo, taken)) is not None
     ]
     return tuple(sorted(found, key=lambda a: (a.namespace, a.pod, a.container)))

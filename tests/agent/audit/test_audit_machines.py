@@ -233,3 +233,33 @@ def test_table_is_one_row_per_gpu_container(
     assert lines[2].split() == ["ml/b", "w", "GPU7", "1", "shared", "-", "-", "-", "-",
                                 "shared-cpus"]  # fmt: skip
     assert any(line.startswith("  ml/b/w: shared-cpus: no exclusive CPUs") for line in lines)
+
+
+def test_gpus_known_only_by_numa_node_are_judged_where_identity_cannot_matter(
+    built_machine: Machine, kubelet: FakeKubelet, audit_json: Any
+) -> None:
+    # UUIDs with neither NVML nor /proc/driver/nvidia: only the device plugin's NUMA nodes.
+    uuids = [f"GPU-00000000-0000-0000-0000-00000000000{i}" for i in range(8)]
+    full = [devices("nvidia.com/gpu", [u], [0 if i < 4 else 1]) for i, u in enumerate(uuids)]
+    # All 8 GPUs with their 8 PIX NICs: whichever UUID is which, each has its NIC.
+    kubelet.serve(pod("ml", "full", container(
+        "w", *full, devices("rdma/ib", H100_PIX_NICS), cpus=[*range(4, 20), *range(60, 76)]
+    )))  # fmt: skip
+    rc, doc, err = audit_json(built_machine("dgx-h100"), kubelet.socket)
+    assert rc == 0, err
+    (full_entry,) = doc["containers"]
+    assert full_entry["verdict"] == "aligned", full_entry["reason"]
+    assert full_entry["nicLink"] == "PIX"
+    # 4 GPUs of socket 0 with only the storage NICs (own root ports): NODE for every one.
+    kubelet.serve(pod("ml", "storage-nics", container(
+        "w", devices("nvidia.com/gpu", uuids[:4], [0]), devices("rdma/ib", ["mlx5_1", "mlx5_2"]),
+        cpus=range(20, 36),
+    )))  # fmt: skip
+    rc, doc, err = audit_json(built_machine("dgx-h100"), kubelet.socket)
+    assert rc == 0, err
+    (storage,) = doc["containers"]
+    assert storage["verdict"] == "nic-far"
+    assert (
+        "reach a held NIC at best at NODE, whichever of the node's 4 free GPUs"
+        in (storage["reason"])
+    )
