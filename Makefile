@@ -57,6 +57,11 @@ e2e: $(VENV)/.stamp-test e2e-bin
 	$(PY) -m pytest -q -m e2e -p no:cacheprovider tests/e2e; rc=$$?; \
 	$(PY) -m e2e.cluster down; exit $$rc
 
+# Pod create latency through the real API server, webhook called vs skipped (uses a running
+# `make cluster`, or starts and stops one).
+bench-e2e: $(VENV)/.stamp-bench e2e-bin
+	$(PY) -m benchmarks --only e2e --output benchmarks/results-e2e.md
+
 image:
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
 		docker build -t topoplace:dev . ; \

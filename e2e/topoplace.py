@@ -216,12 +216,7 @@ def start_agents(
         kubeconfig = _token_kubeconfig(cp, k, "topoplace-agent", pod, f"agent-{node}")
         tmp = cp.state / "nodes" / node / "tmp"
         tmp.mkdir(exist_ok=True)
-        volumes = {
-            "sys": Path(paths["sysfs"]),
-            "datasets": Path(paths["datasets"]),
-            "kubelet-config": Path(paths["kubelet_config"]),
-            "tmp": tmp,
-        }
+        volumes = _agent_volumes(spec, cp.state / "nodes" / node, paths, tmp)
         fields = {"spec.nodeName": node, "metadata.namespace": NAMESPACE, "metadata.name": pod}
         prepare = local_container(
             spec, "prepare-cache", volumes=volumes, fields=fields, executables=EXECUTABLES
@@ -254,6 +249,33 @@ def start_agents(
         wait_agent_ready(cp, node, paths["metrics_port"])
     say(f"agents running for {len(node_paths)} nodes, each with a token bound to its pod")
     return started
+
+
+def _agent_volumes(
+    spec: dict[str, Any], node_root: Path, paths: dict[str, Any], tmp: Path
+) -> dict[str, Path]:
+    """Where each of the DaemonSet's volumes lives for this simulated node.
+
+    Host paths the fixtures provide (sysfs, the dataset cache, the kubelet config) map to the
+    node's fixture; any other hostPath (the kubelet's pod-resources directory…) to an empty
+    directory under the node's root, as on a node where that component is absent.
+    """
+    fixtures = {
+        "/sys": Path(paths["sysfs"]),
+        "/var/lib/topoplace/datasets": Path(paths["datasets"]),
+        "/var/lib/kubelet/config.yaml": Path(paths["kubelet_config"]),
+    }
+    out: dict[str, Path] = {}
+    for volume in spec.get("volumes", []):
+        if "hostPath" in volume:
+            host = volume["hostPath"]["path"]
+            local = fixtures.get(host) or node_root / "host" / host.lstrip("/")
+            if host not in fixtures:
+                local.mkdir(parents=True, exist_ok=True)
+            out[volume["name"]] = local
+        elif "emptyDir" in volume:
+            out[volume["name"]] = tmp
+    return out
 
 
 def wait_agent_ready(cp: ControlPlane, node: str, port: int) -> None:
