@@ -8,6 +8,7 @@ subcommand: a helper of webhook/cli/explain.py, never run by the webhook's Servi
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +32,15 @@ class ClusterView:
     namespace: str | None  # the kubeconfig context's namespace, if it names one
 
 
-async def read_cluster(
-    kubeconfig: Path | None, *, policies_configmap: str | None
-) -> ClusterView:
+async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | None) -> ClusterView:
     from kubernetes_asyncio import client
 
     from common.kube_config import load_configuration
     from webhook.server.kube_read import list_all, read_json
 
+    if kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        # Read $KUBECONFIG now: the client library reads it once, when first imported.
+        kubeconfig = _default_kubeconfig()
     cfg = await load_configuration(kubeconfig)
     async with client.ApiClient(cfg) as api:
         core = client.CoreV1Api(api)
@@ -56,10 +58,15 @@ async def read_cluster(
     usage = used_by_node(
         (p["spec"]["nodeName"], pod_requests(p.get("spec") or {}))
         for p in raw_pods
-        if (p.get("spec") or {}).get("nodeName")
+        if (p.get("spec") or {}).get("nodeName") and _holds_resources(p)
     )
     nodes = with_usage(node_views({**n, "kind": "Node"} for n in raw_nodes), usage)
     return ClusterView(nodes, policies, _context_namespace(kubeconfig))
+
+
+def _holds_resources(pod: dict[str, Any]) -> bool:
+    # The field selector already says so; checked again for servers that ignore it.
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def _policies_from(data: dict[str, Any]) -> PolicySet:
@@ -71,15 +78,17 @@ def _policies_from(data: dict[str, Any]) -> PolicySet:
         return load_policy_dir(Path(tmp))
 
 
+def _default_kubeconfig() -> Path:
+    """kubectl's choice: the first file of $KUBECONFIG, else ~/.kube/config."""
+    first = (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
+    return Path(first or "~/.kube/config").expanduser()
+
+
 def _context_namespace(kubeconfig: Path | None) -> str | None:
     """The current context's namespace, as kubectl would default it."""
-    import os
-
     import yaml
 
-    path = kubeconfig or Path(
-        (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)[0]
-    ).expanduser()
+    path = kubeconfig or _default_kubeconfig()
     try:
         doc = yaml.safe_load(path.read_text("utf-8")) or {}
         current = doc.get("current-context")

@@ -3,7 +3,8 @@
 Reuses tests/agent/sync: `FakeApiServer` (HTTPS, bearer token, kubeconfig, planned faults)
 and its `PodStore` list/watch protocol (events after a resourceVersion, 410 Gone on
 `expire_watches()`), here holding Nodes. Adds what listing thousands of nodes needs: pages
-(`limit` / `continue`, one resourceVersion for the whole list).
+(`limit` / `continue`, one resourceVersion for the whole list), and ConfigMap reads
+(what `explain --kubeconfig` reads the served policies from).
 """
 
 from __future__ import annotations
@@ -55,9 +56,24 @@ class NodeApiServer(FakeApiServer):
     node_store: NodeStore = field(default_factory=NodeStore)
     node_requests: list[str] = field(default_factory=list)  # "list" / "watch", answered or not
 
+    config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+
     def add_routes(self, app: web.Application) -> None:
         super().add_routes(app)
         app.router.add_get("/api/v1/nodes", self._nodes)
+        app.router.add_get("/api/v1/namespaces/{ns}/configmaps/{name}", self._config_map)
+
+    async def _config_map(self, request: web.Request) -> web.Response:
+        key = (request.match_info["ns"], request.match_info["name"])
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        if key not in self.config_maps:
+            message = f'configmaps "{key[1]}" not found'
+            status = {"kind": "Status", "code": 404, "message": message}
+            return web.json_response(status, status=404)
+        meta = {"namespace": key[0], "name": key[1], "resourceVersion": "1"}
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+        return web.json_response({**body, "data": self.config_maps[key]})
 
     async def _nodes(self, request: web.Request) -> web.StreamResponse:
         self.node_requests.append("watch" if request.query.get("watch") else "list")
