@@ -2,7 +2,7 @@
 
 A Retry-After is taken as given, as client-go does: the server said when, so our own
 exponential ceiling must not stretch it (waiting longer only delays convergence) and it does
-not count as an exponential step. Only the floor (never spin on `Retry-After: 0`) and a cap
+not count as an exponential step (it still counts in `attempts`, the failures in a row). Only the floor (never spin on `Retry-After: 0`) and a cap
 (a bad header must not park us for days) apply. `urgent=True` bounds the ceiling at
 `urgent_cap` for a caller that holds a change nobody has seen yet and must notice quickly
 when the server is back; full jitter and the floor still apply.
@@ -50,22 +50,24 @@ class BackoffPolicy:
 class Backoff:
     """Stateful attempt counter; `reset()` after a success."""
 
-    __slots__ = ("_attempt", "_policy", "_random")
+    __slots__ = ("_attempt", "_failures", "_policy", "_random")
 
     def __init__(
         self, policy: BackoffPolicy | None = None, *, rand: Callable[[], float] = random.random
     ) -> None:
         self._policy = policy or BackoffPolicy()
         self._random = rand
-        self._attempt = 0
+        self._attempt = 0  # exponential steps taken
+        self._failures = 0
 
     @property
     def attempts(self) -> int:
-        """Failures since the last reset."""
-        return self._attempt
+        """Failures since the last reset, Retry-After ones included."""
+        return self._failures
 
     def reset(self) -> None:
         self._attempt = 0
+        self._failures = 0
 
     def next_delay(self, *, retry_after: float | None = None, urgent: bool = False) -> float:
         """Seconds to wait before the next attempt.
@@ -75,6 +77,7 @@ class Backoff:
         ceiling that doubles per failure; `urgent` bounds that ceiling at `urgent_cap`.
         """
         p = self._policy
+        self._failures += 1
         if retry_after is not None:
             # The server said when: earlier only earns another 429, later only delays us.
             return min(max(p.floor, retry_after), p.retry_after_cap)

@@ -37,6 +37,7 @@ __all__ = [
     "in_use",
     "lease_and_check",
     "leases",
+    "release",
     "sweep",
 ]
 
@@ -137,6 +138,12 @@ def drop(root: Path, uid: str) -> int:
             lease.path.unlink(missing_ok=True)
             gone += 1
     return gone
+
+
+def release(root: Path, name: str, version: str, uid: str) -> None:
+    """Remove pod `uid`'s lease on name@version (the pod no longer mounts it)."""
+    if _lease_name_ok(uid):
+        (lease_dir(root, name, version) / uid).unlink(missing_ok=True)
 
 
 def sweep(root: Path, live: Collection[str], *, listed_at: float) -> list[Lease]:

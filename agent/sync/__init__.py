@@ -2,7 +2,8 @@
 
 `loop` decides when to reconcile (start, resync, cache events), `node_diff` computes the merge
 patch over owned keys only (pure), `node_client` reads and patches the Node, `cache_watch`
-turns completion markers into events, `health` serves /healthz, /readyz and /metrics.
+turns completion markers into events, `pod_watch` keeps dataset leases for the node's pods,
+`health` serves /healthz, /readyz and /metrics.
 
-Imports: `discovery`, `sources` and `common`; never `cli`.
+Imports: `discovery`, `cache`, `sources` and `common`; never `cli`.
 """

@@ -176,6 +176,11 @@ class NodeClient:
         finally:
             self._on_call(ApiCall(verb, outcome, status, time.monotonic() - started))
 
+    @property
+    def api(self) -> client.ApiClient:
+        """The connection, for the pod watch (same credentials and pool)."""
+        return self._api
+
     async def get(self, name: str) -> NodeState:
         return await self._call("get", name)
 

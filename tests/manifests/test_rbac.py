@@ -134,8 +134,13 @@ def test_rbac_grants_exactly_the_calls_the_code_makes(
     assert granted - set(used) == set(), "granted but never called"
 
 
-def test_agent_calls_only_get_and_patch_on_nodes() -> None:
-    assert set(calls_in("agent")) == {("", "nodes", "get"), ("", "nodes", "patch")}
+def test_agent_calls_only_get_and_patch_on_nodes_and_watches_pods() -> None:
+    assert set(calls_in("agent")) == {
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+        ("", "pods", "list"),  # its own node's pods (dataset leases), never one by name
+        ("", "pods", "watch"),
+    }
 
 
 def test_claim_templates_only_keep_templates_and_watch_namespaces() -> None:

@@ -16,6 +16,14 @@ ROOT_STEP = ("topoplace-agent", "prepare-cache")
 # The one overlay that runs a long-lived container as uid 0: the kubelet's PodResources
 # socket is root-only. Every other restriction still holds (checked below and on its own).
 ROOT_AUDIT = ("overlays/placement-audit", "topoplace-agent", "agent")
+# The one host path written outside the root step: the agent's dataset leases (pods on its
+# node that mount a cached version), a directory holding nothing else.
+LEASES = (
+    "topoplace-agent",
+    "agent",
+    "dataset-leases",
+    "/var/lib/topoplace/datasets/.topoplace-leases",
+)
 
 
 def workloads(target: str) -> list[tuple[str, dict[str, Any]]]:
@@ -86,6 +94,8 @@ def test_host_paths_are_mounted_read_only(target: str) -> None:
             if (name, c["name"]) == ROOT_STEP:
                 continue  # writes the cache root's ownership, nothing else
             for mount in c.get("volumeMounts") or []:
+                if (name, c["name"], mount["name"], mount["mountPath"]) == LEASES:
+                    continue
                 if mount["name"] in host_volumes:
                     assert mount.get("readOnly") is True, f"{name}/{c['name']} {mount}"
 

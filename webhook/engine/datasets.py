@@ -121,6 +121,10 @@ def _prefetch_container(dataset: Dataset, *, root: str, image: str) -> dict[str,
             "--cache-root",
             root,
         ],
+        # The pod's UID names its lease on the version, so no eviction removes it in use.
+        "env": [
+            {"name": "TOPOPLACE_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}
+        ],
         "resources": {"requests": dict(amount), "limits": dict(amount)},
         "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": root}],
         # The cache owner, whatever the pod runs as: files in the shared cache keep one owner

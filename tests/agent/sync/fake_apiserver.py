@@ -30,6 +30,7 @@ import yaml
 from aiohttp import web
 
 from common.k8s_names import label_key_problem, label_value_problem
+from tests.agent.sync.fake_pods import PodStore
 
 __all__ = ["FakeApiServer", "Fault", "Request"]
 
@@ -125,6 +126,7 @@ class FakeApiServer:
     requests: list[Request] = field(default_factory=list)
     faults: deque[Fault] = field(default_factory=deque)
     outage: Fault | None = None  # answers every request until recover()
+    pods: PodStore = field(default_factory=PodStore)  # list + watch (fake_pods.py)
     port: int = 0
     _rv: int = 100
     _runner: web.AppRunner | None = None
@@ -152,6 +154,7 @@ class FakeApiServer:
     def add_routes(self, app: web.Application) -> None:
         """What is served; a fake for more resources extends this (tests/webhook/server)."""
         app.router.add_route("*", "/api/v1/nodes/{name}", self._node)
+        app.router.add_get("/api/v1/pods", self._pods)
 
     async def start_listening(self) -> None:
         """Bind (port 0 the first time, then the same port again) and accept connections."""
@@ -243,6 +246,13 @@ class FakeApiServer:
         )
 
     # --- protocol --------------------------------------------------------------------------
+    async def _pods(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return _status(401, "Unauthorized", "Unauthorized")
+        if self.outage is not None:  # planned faults stay for the Node requests they name
+            return _status(self.outage.status, "InternalError", "planned")
+        return await self.pods.handle(request)
+
     async def _node(self, request: web.Request) -> web.StreamResponse:
         content_type = request.headers.get("Content-Type", "")
         body_text = await request.text() if request.can_read_body else ""

@@ -28,7 +28,8 @@ def test_retry_after_is_obeyed_as_given_not_stretched_and_not_counted() -> None:
     assert b.next_delay(retry_after=7) == 7
     assert b.next_delay(retry_after=86400) == 120  # a bad header cannot park us for days
     assert b.next_delay(retry_after=0) == 0.1  # never spin, whatever the server says
-    assert b.attempts == 6  # server-timed waits are not exponential steps
+    assert b.attempts == 10  # four more failures, but server-timed: not exponential steps
+    assert b.next_delay() == 10
     b.reset()
     assert b.next_delay() == 0.5
 

@@ -1,0 +1,192 @@
+"""Leases for every pod on this node that mounts a cached dataset version.
+
+Watches the node's own pods (`fieldSelector=spec.nodeName=<node>`): a list, then a watch from
+the list's resourceVersion, and a fresh list whenever the watch ends, expires (410) or fails.
+- A pod that has not finished leases every version it mounts through the cache hostPath
+  (`subPath: <name>/<version>`, or a hostPath pointing into the cache), prefetch or not.
+- A pod that finished (Succeeded/Failed) or was deleted loses all its leases.
+- After each list, leases of pods the list does not hold are swept: those a SIGKILLed
+  prefetch left, or of pods deleted while the agent was down. A lease written after the list
+  was asked for is kept: its pod may be too new for the list.
+The leases themselves (format, guard, race with eviction) are `agent.cache.lease`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client, watch
+
+from agent.cache.lease import drop, lease_and_check, release, sweep
+from common.backoff import Backoff, BackoffPolicy, Sleep
+from common.cache_layout import LEASE_DIR, TEMP_PREFIX
+
+__all__ = ["PodLeases", "mounted_versions"]
+
+log = logging.getLogger(__name__)
+
+Version = tuple[str, str]
+_FINISHED = ("Succeeded", "Failed")
+# Server-side watch timeout: a relist (and a sweep) at least this often.
+_WATCH_SECONDS = 300
+
+
+def _plain(part: str) -> bool:
+    return bool(part) and not part.startswith((".", TEMP_PREFIX)) and part != ".."
+
+
+def _mounts(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            yield from container.get("volumeMounts") or []
+
+
+def mounted_versions(pod: Mapping[str, Any], host_root: PurePosixPath) -> set[Version]:
+    """(name, version) pairs the pod mounts from the cache at `host_root` (pure)."""
+    spec = pod.get("spec") or {}
+    host_paths = {
+        v.get("name"): PurePosixPath(v["hostPath"]["path"])
+        for v in spec.get("volumes") or []
+        if isinstance(v.get("hostPath"), Mapping) and v["hostPath"].get("path")
+    }
+    found: set[Version] = set()
+    for mount in _mounts(spec):
+        base = host_paths.get(mount.get("name"))
+        if base is None:
+            continue
+        path = base / (mount.get("subPath") or "")
+        try:
+            parts = path.relative_to(host_root).parts
+        except ValueError:
+            continue
+        if len(parts) >= 2 and _plain(parts[0]) and _plain(parts[1]):
+            found.add((parts[0], parts[1]))
+    return found
+
+
+class PodLeases:
+    """Keeps the cache's leases equal to what the node's pods mount; `run(stop)`."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        node_name: str,
+        cache_root: Path,
+        host_root: PurePosixPath | None = None,
+        sleep: Sleep = asyncio.sleep,
+        backoff: Backoff | None = None,
+        watch_seconds: int = _WATCH_SECONDS,
+    ) -> None:
+        self._api = api
+        self._core = client.CoreV1Api(api)
+        self._selector = f"spec.nodeName={node_name}"
+        self._root = cache_root
+        self._host_root = host_root or PurePosixPath(cache_root)
+        self._sleep = sleep
+        self._backoff = backoff or Backoff(BackoffPolicy(initial=1.0, cap=30.0))
+        self._watch_seconds = watch_seconds
+        self._held: dict[str, set[Version]] = {}  # uid -> versions this agent leased
+        self.lists = 0  # completed list-and-sweep passes, for tests and logs
+
+    def _writable(self) -> bool:
+        base = self._root / LEASE_DIR
+        with contextlib.suppress(OSError):  # prepare-cache makes it; an older cache lacks it
+            base.mkdir(exist_ok=True)
+        return os.access(base, os.W_OK)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set() and not await asyncio.to_thread(self._writable):
+            log.warning(
+                "dataset leases are off until %s is writable: a version in use is protected "
+                "only by its prefetch's lease",
+                self._root / LEASE_DIR,
+            )
+            if await _stopped(stop, self._sleep(60)):
+                return
+        while not stop.is_set():
+            try:
+                version = await self._list_and_sweep()
+                self._backoff.reset()
+                await _stopped(stop, self._watch(version))
+            except (client.ApiException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                delay = self._backoff.next_delay()
+                log.warning(
+                    "pod watch failed: %s; listing again in %.1fs",
+                    getattr(exc, "reason", None) or exc,
+                    delay,
+                    extra={"error": str(exc)},
+                )
+                if await _stopped(stop, self._sleep(delay)):
+                    return
+
+    async def _list_and_sweep(self) -> str:
+        listed_at = time.time()
+        found = await self._core.list_pod_for_all_namespaces(
+            field_selector=self._selector, _request_timeout=(10.0, 60.0)
+        )
+        live: set[str] = set()
+        for obj in found.items or []:
+            pod = self._api.sanitize_for_serialization(obj)
+            if await self._apply("ADDED", pod):
+                live.add(pod["metadata"]["uid"])
+        for uid in set(self._held) - live:
+            self._held.pop(uid, None)
+        removed = await asyncio.to_thread(sweep, self._root, live, listed_at=listed_at)
+        self.lists += 1
+        log.debug("pod leases synced", extra={"pods": len(live), "swept": len(removed)})
+        return str(found.metadata.resource_version or "")
+
+    async def _watch(self, resource_version: str) -> None:
+        async with watch.Watch() as w:
+            async for event in w.stream(
+                self._core.list_pod_for_all_namespaces,
+                field_selector=self._selector,
+                resource_version=resource_version,
+                timeout_seconds=self._watch_seconds,
+            ):
+                await self._apply(event["type"], event["raw_object"])
+
+    async def _apply(self, kind: str, pod: Mapping[str, Any]) -> bool:
+        """Bring one pod's leases up to date; True while the pod still runs here."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return False
+        phase = (pod.get("status") or {}).get("phase")
+        if kind == "DELETED" or phase in _FINISHED:
+            self._held.pop(uid, None)
+            if await asyncio.to_thread(drop, self._root, uid):
+                log.info("dropped the dataset leases of finished pod %s", uid)
+            return False
+        wanted = mounted_versions(pod, self._host_root)
+        held = self._held.get(uid, set())
+        for name, version in sorted(wanted - held):
+            await asyncio.to_thread(lease_and_check, self._root, name, version, uid, writer="agent")
+        for name, version in sorted(held - wanted):
+            await asyncio.to_thread(release, self._root, name, version, uid)
+        self._held[uid] = wanted
+        return True
+
+
+async def _stopped(stop: asyncio.Event, work: Any) -> bool:
+    """Run `work` until it ends or `stop` is set; True when stopped."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(stopper, return_exceptions=True)
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+    return stop.is_set()

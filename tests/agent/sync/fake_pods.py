@@ -1,0 +1,140 @@
+"""Pods for the fake API server: `GET /api/v1/pods` as list and as watch, as kube-apiserver
+answers them for `fieldSelector=spec.nodeName=<node>`.
+
+A list returns a `PodList` whose `metadata.resourceVersion` a watch can resume from; a watch
+(`watch=true`) streams one JSON event per line (ADDED / MODIFIED / DELETED), first the
+history after the given resourceVersion, then live changes, until `timeoutSeconds`, the
+server stopping, or `expire_watches()` (410 Gone, as after an etcd compaction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["PodStore", "pod"]
+
+
+def pod(
+    name: str,
+    *,
+    uid: str,
+    node: str,
+    volumes: list[dict[str, Any]] | None = None,
+    mounts: list[dict[str, Any]] | None = None,
+    namespace: str = "ml",
+    phase: str = "Running",
+) -> dict[str, Any]:
+    """A Pod object as the API server stores it (the fields the agent reads, and required ones)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "trainer", "image": "trainer:1", "volumeMounts": mounts or []}],
+            "volumes": volumes or [],
+        },
+        "status": {"phase": phase},
+    }
+
+
+_GONE = {
+    "apiVersion": "v1",
+    "kind": "Status",
+    "metadata": {},
+    "status": "Failure",
+    "code": 410,
+    "reason": "Expired",
+    "message": "too old resource version",
+}
+
+
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if key == "spec.nodeName" and obj["spec"].get("nodeName") != value:
+            return False
+    return True
+
+
+@dataclass
+class PodStore:
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> pod
+    history: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    rv: int = 1000
+    lists: int = 0  # list requests answered, to wait on relists
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _expired: int = 0  # watches from a resourceVersion at or below this get 410
+
+    def _record(self, kind: str, obj: dict[str, Any]) -> None:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.history.append((self.rv, kind, copy.deepcopy(obj)))
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.pods[obj["metadata"]["uid"]] = obj
+        self._record("ADDED", obj)
+
+    def set_phase(self, uid: str, phase: str) -> None:
+        self.pods[uid]["status"]["phase"] = phase
+        self._record("MODIFIED", self.pods[uid])
+
+    def delete(self, uid: str) -> None:
+        self._record("DELETED", self.pods.pop(uid))
+
+    def delete_quietly(self, uid: str) -> None:
+        """Gone with no event anyone could see (deleted while the agent was down)."""
+        self.pods.pop(uid)
+        self.rv += 1
+
+    def expire_watches(self) -> None:
+        self._expired = self.rv
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        selector = request.query.get("fieldSelector", "")
+        if request.query.get("watch") not in ("true", "1", "True"):
+            self.lists += 1
+            items = [p for p in self.pods.values() if _selected(p, selector)]
+            return web.json_response(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PodList",
+                    "metadata": {"resourceVersion": str(self.rv)},
+                    "items": items,
+                }
+            )
+        since = int(request.query.get("resourceVersion") or self.rv)
+        timeout = float(request.query.get("timeoutSeconds") or 60)
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        sent = since
+        while loop.time() < deadline:
+            if since <= self._expired:
+                await resp.write(json.dumps({"type": "ERROR", "object": _GONE}).encode() + b"\n")
+                break
+            for rv, kind, obj in self.history:
+                if rv > sent and _selected(obj, selector):
+                    await resp.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                sent = max(sent, rv)
+            changed = self._changed
+            while not changed.is_set() and loop.time() < deadline:
+                if request.transport is None or request.transport.is_closing():
+                    return resp  # the client went away: end the handler, not at the timeout
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout=0.1)
+        with contextlib.suppress(ConnectionError):
+            await resp.write_eof()
+        return resp
