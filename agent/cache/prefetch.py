@@ -66,6 +66,7 @@ class PrefetchRequest:
     max_cache_bytes: int | None = None
     s3_endpoint_url: str | None = None
     pod_uid: str | None = None  # the pod this prefetch serves: its lease keeps the version
+    s3_engine: str = "obstore"  # or "s3fs" (source.open_source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +216,12 @@ def prefetch(
 
 def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -> PrefetchResult:
     root = req.cache_root
-    src = open_source(req.source, s3_endpoint_url=req.s3_endpoint_url)
+    src = open_source(
+        req.source,
+        s3_endpoint_url=req.s3_endpoint_url,
+        s3_engine=req.s3_engine,
+        attempts=retry.attempts,
+    )
     files = list_source(src, retry=retry)
     total = sum(f.size or 0 for f in files)  # unknown HTTP sizes count as 0 until read
     log.info(

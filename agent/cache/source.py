@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from agent.cache.s3_obstore import ObstoreS3, available
 from agent.cache.source_errors import (
     RetryPolicy,
     SourceError,
@@ -50,7 +51,10 @@ class RemoteFile:
     md5: str | None  # hex digest when the store publishes one for this object
 
 
-def open_source(url: str, *, s3_endpoint_url: str | None = None) -> Source:
+def open_source(
+    url: str, *, s3_endpoint_url: str | None = None, s3_engine: str = "obstore", attempts: int = 5
+) -> Source:
+    """`s3_engine`: "obstore" (s3_obstore.py, the default where installed) or "s3fs"."""
     import fsspec.core  # heavy; only when a prefetch really runs
 
     protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
@@ -61,6 +65,13 @@ def open_source(url: str, *, s3_endpoint_url: str | None = None) -> Source:
             or os.environ.get("AWS_ENDPOINT_URL_S3")
             or os.environ.get("AWS_ENDPOINT_URL")
         )
+        if s3_engine == "obstore" and available():
+            path = url.split("://", 1)[1]
+            bucket = path.split("/", 1)[0]
+            if not bucket:
+                raise SourceInvalid(f"{url}: no bucket in the URL")
+            fs = ObstoreS3(bucket, endpoint=endpoint, attempts=attempts)
+            return Source(url=url, fs=fs, path=path.rstrip("/") or path, protocol=protocol)
         if endpoint:
             options["client_kwargs"] = {"endpoint_url": endpoint}
     try:

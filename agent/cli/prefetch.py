@@ -85,6 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="S3-compatible endpoint (default: $AWS_ENDPOINT_URL_S3, then $AWS_ENDPOINT_URL)",
     )
     parser.add_argument(
+        "--s3-engine",
+        choices=("obstore", "s3fs"),
+        default="obstore",
+        help="transfer engine for s3:// sources (default %(default)s: measured faster; s3fs "
+        "is the fallback, also used when obstore is not installed)",
+    )
+    parser.add_argument(
         "--pod-uid",
         default=os.environ.get("TOPOPLACE_POD_UID") or None,
         metavar="UID",
@@ -126,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     os.umask(0o022)  # the cache is read by workers running as any user: files 0644, dirs 0755
     if logging.getLogger().level > logging.DEBUG:
         # "Found credentials in environment variables." and the like: noise in pod logs
-        for name in ("aiobotocore", "botocore", "s3fs", "fsspec"):
+        for name in ("aiobotocore", "botocore", "s3fs", "fsspec", "obstore"):
             logging.getLogger(name).setLevel(logging.WARNING)
     request = PrefetchRequest(
         dataset=args.dataset,
@@ -137,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         max_cache_bytes=args.max_cache_bytes,
         s3_endpoint_url=args.s3_endpoint_url,
         pod_uid=args.pod_uid,
+        s3_engine=args.s3_engine,
     )
     errors: list[tuple[type[Exception], str]] = [
         (InvalidRequest, "invalid"),
