@@ -77,8 +77,11 @@ class _Landed:
     md5: str | None  # the content's MD5 when it was computed
 
 
-def _settle(f: RemoteFile, target: Path, *, check_md5: bool) -> _Landed:
-    """Compare the file with the listing. Durability comes later, for the whole tree at once
+def _settle(
+    f: RemoteFile, target: Path, *, check_md5: bool, streamed_md5: str | None = None
+) -> _Landed:
+    """Compare the file with the listing (with the MD5 hashed while it streamed in, when the
+    engine gives one, else read back). Durability comes later, for the whole tree at once
     (durable.flush_tree): one filesystem flush instead of a journal commit per file."""
     try:
         size = target.stat().st_size
@@ -88,7 +91,7 @@ def _settle(f: RemoteFile, target: Path, *, check_md5: bool) -> _Landed:
         return _Landed(size, f"{f.path}: got {size} bytes, listed as {f.size}", None)
     if not (f.md5 and check_md5):
         return _Landed(size, "", None)
-    got = _md5_file(target)
+    got = streamed_md5 or _md5_file(target)
     wrong = f"{f.path}: MD5 {got} differs from the ETag {f.md5}"
     return _Landed(size, "" if got == f.md5 else wrong, got)
 
@@ -106,10 +109,12 @@ async def _get_once(
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # our side, not the store's
             raise CacheWriteError(exc, target) from exc
         raise
-    if f.md5 and check_md5:  # hashing reads the file back: off the loop
+    md5_of = getattr(fs, "md5_of", None)  # s3_obstore hashes on the way in
+    streamed = md5_of(f.path) if md5_of is not None else None
+    if f.md5 and check_md5 and streamed is None:  # hashing reads the file back: off the loop
         landed = await asyncio.to_thread(_settle, f, target, check_md5=True)
     else:
-        landed = _settle(f, target, check_md5=False)
+        landed = _settle(f, target, check_md5=bool(f.md5 and check_md5), streamed_md5=streamed)
     reporter.add(landed.size - reporter.reported)
     return landed
 

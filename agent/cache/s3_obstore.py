@@ -16,9 +16,11 @@ for the whole prefetch, so memory stays under MAX_PARTS × PART whatever the obj
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +31,7 @@ __all__ = ["MAX_PARTS", "PART", "RANGED_MIN", "ObstoreS3", "available"]
 PART = 16 * 1024 * 1024
 RANGED_MIN = 64 * 1024 * 1024
 MAX_PARTS = 16  # 256 MiB of part buffers at most, well inside the init container's 1 GiB
-_CHUNK = 8 * 1024 * 1024
+_CHUNK = 1024 * 1024  # stream buffers: 1 MiB × the transfer slots
 _STATUS = re.compile(r"status code: (\d{3})")
 
 
@@ -97,7 +99,9 @@ class ObstoreS3:
         )
         self.loop = fsspec.asyn.get_loop()  # the I/O thread download.py runs transfers on
         self._sizes: dict[str, int] = {}
+        self._md5: dict[str, str] = {}  # hashed on the way in: no read-back (md5_of)
         self._parts: asyncio.Semaphore | None = None
+        self._hasher = ThreadPoolExecutor(1, thread_name_prefix="md5")  # in order, off the loop
 
     def _key(self, path: str) -> str:
         bucket, _, key = path.partition("/")
@@ -154,6 +158,10 @@ class ObstoreS3:
                 yield name, {"name": name, "type": "file", "size": size, "ETag": etag}
 
     # --- transfer ---------------------------------------------------------------------
+    def md5_of(self, path: str) -> str | None:
+        """The MD5 of what the last `_get_file` of `path` wrote, hashed as it streamed."""
+        return self._md5.pop(path, None)
+
     async def _get_file(self, rpath: str, lpath: str, callback: Any = None, **_: Any) -> None:
         size = self._sizes.get(rpath)
         if callback is not None and size is not None:
@@ -174,24 +182,30 @@ class ObstoreS3:
     async def _streamed(self, rpath: str, fd: int, callback: Any) -> None:
         import obstore
 
+        md5 = hashlib.md5(usedforsecurity=False)
         resp = await obstore.get_async(self.store, self._key(rpath))
         async for chunk in resp.stream(min_chunk_size=_CHUNK):
             view = memoryview(chunk)
+            md5.update(view)  # the bytes just received, still in cache: cheaper than a re-read
             while view:
                 view = view[os.write(fd, view) :]
             if callback is not None:
                 callback.relative_update(len(chunk))
+        self._md5[rpath] = md5.hexdigest()
 
     async def _ranged(self, rpath: str, fd: int, size: int, callback: Any) -> None:
+        """Parts in parallel; each is hashed in order by one thread, and holds its slot (its
+        buffer) until then, so at most MAX_PARTS buffers exist and hashing overlaps GETs."""
         import obstore
 
         if self._parts is None:  # made on the loop that uses it
             self._parts = asyncio.Semaphore(MAX_PARTS)
-        parts = self._parts
+        parts, loop = self._parts, asyncio.get_running_loop()
         key = self._key(rpath)
+        md5 = hashlib.md5(usedforsecurity=False)
         os.ftruncate(fd, size)  # one allocation; parts land anywhere in it
 
-        async def part(start: int) -> None:
+        async def part(index: int, start: int) -> None:
             end = min(size, start + PART)
             async with parts:
                 data = await obstore.get_range_async(self.store, key, start=start, end=end)
@@ -199,16 +213,23 @@ class ObstoreS3:
                 if len(view) != end - start:
                     raise ConnectionError(f"GET {rpath} bytes {start}-{end}: short read")
                 await asyncio.to_thread(_pwrite_all, fd, view, start)
+                if index:
+                    await hashed[index - 1]  # the hash runs in part order
+                await loop.run_in_executor(self._hasher, md5.update, view)
+                hashed[index].set_result(None)
             if callback is not None:
                 callback.relative_update(end - start)
 
-        tasks = [asyncio.ensure_future(part(start)) for start in range(0, size, PART)]
+        starts = range(0, size, PART)
+        hashed = {index: loop.create_future() for index in range(len(starts))}
+        tasks = [asyncio.ensure_future(part(i, start)) for i, start in enumerate(starts)]
         try:
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._md5[rpath] = md5.hexdigest()
 
 
 def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"node dataset cache (default {DEFAULT_CACHE_ROOT})",
     )
     parser.add_argument(
-        "--parallel", type=_positive, default=8, help="parallel transfers (default 8)"
+        "--parallel", type=_positive, default=32, help="parallel transfers (default 32)"
     )
     parser.add_argument(
         "--max-cache-bytes",
