@@ -33,6 +33,7 @@ RANGED_MIN = 64 * 1024 * 1024
 MAX_PARTS = 16  # 256 MiB of part buffers at most, well inside the init container's 1 GiB
 _CHUNK = 1024 * 1024  # stream buffers: 1 MiB × the transfer slots
 _STATUS = re.compile(r"status code: (\d{3})")
+_HEX_MD5 = re.compile(r"[0-9a-f]{32}")
 
 
 def available() -> bool:
@@ -99,6 +100,7 @@ class ObstoreS3:
         )
         self.loop = fsspec.asyn.get_loop()  # the I/O thread download.py runs transfers on
         self._sizes: dict[str, int] = {}
+        self._etags: dict[str, str] = {}  # only single-part ETags are MD5s worth computing
         self._md5: dict[str, str] = {}  # hashed on the way in: no read-back (md5_of)
         self._parts: asyncio.Semaphore | None = None
         self._hasher = ThreadPoolExecutor(1, thread_name_prefix="md5")  # in order, off the loop
@@ -130,6 +132,7 @@ class ObstoreS3:
             meta = None
         if meta is not None:
             self._sizes[path] = int(meta["size"])
+            self._etags[path] = str(meta["e_tag"] or "")
             return {"name": path, "type": "file", "size": meta["size"], "ETag": meta["e_tag"]}
         if self.find(path):
             return {"name": path, "type": "directory", "size": 0}
@@ -146,6 +149,7 @@ class ObstoreS3:
             raise _builtin(exc, f"LIST {path}") from exc
         for name, entry in found.items():
             self._sizes[name] = int(entry["size"])
+            self._etags[name] = str(entry["ETag"] or "")
         return found
 
     def _list(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -166,12 +170,16 @@ class ObstoreS3:
         size = self._sizes.get(rpath)
         if callback is not None and size is not None:
             callback.set_size(size)
+        etag = self._etags.get(rpath, "").strip('"').lower()
+        md5 = hashlib.md5(usedforsecurity=False) if _HEX_MD5.fullmatch(etag) else None
         fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             if size is not None and size >= RANGED_MIN:
-                await self._ranged(rpath, fd, size, callback)
+                await self._ranged(rpath, fd, size, callback, md5)
             else:
-                await self._streamed(rpath, fd, callback)
+                await self._streamed(rpath, fd, callback, md5)
+            if md5 is not None:
+                self._md5[rpath] = md5.hexdigest()
         except (OSError, Cancelled, asyncio.CancelledError):
             raise  # ours (disk), download.py's stop signal from the progress hook, or a cancel
         except Exception as exc:
@@ -179,30 +187,30 @@ class ObstoreS3:
         finally:
             os.close(fd)
 
-    async def _streamed(self, rpath: str, fd: int, callback: Any) -> None:
+    async def _streamed(self, rpath: str, fd: int, callback: Any, md5: Any) -> None:
         import obstore
 
-        md5 = hashlib.md5(usedforsecurity=False)
         resp = await obstore.get_async(self.store, self._key(rpath))
         async for chunk in resp.stream(min_chunk_size=_CHUNK):
             view = memoryview(chunk)
-            md5.update(view)  # the bytes just received, still in cache: cheaper than a re-read
+            if md5 is not None:  # the bytes just received, still in cache: cheaper than a re-read
+                md5.update(view)
             while view:
                 view = view[os.write(fd, view) :]
             if callback is not None:
                 callback.relative_update(len(chunk))
-        self._md5[rpath] = md5.hexdigest()
 
-    async def _ranged(self, rpath: str, fd: int, size: int, callback: Any) -> None:
-        """Parts in parallel; each is hashed in order by one thread, and holds its slot (its
-        buffer) until then, so at most MAX_PARTS buffers exist and hashing overlaps GETs."""
+    async def _ranged(self, rpath: str, fd: int, size: int, callback: Any, md5: Any) -> None:
+        """Parts in parallel. With an MD5 to check, each part is hashed in order by one
+        thread and holds its slot (its buffer) until then: at most MAX_PARTS buffers exist,
+        and hashing overlaps the GETs. Written parts are handed to the kernel's writeback at
+        once, so the final syncfs finds little left to flush."""
         import obstore
 
         if self._parts is None:  # made on the loop that uses it
             self._parts = asyncio.Semaphore(MAX_PARTS)
         parts, loop = self._parts, asyncio.get_running_loop()
         key = self._key(rpath)
-        md5 = hashlib.md5(usedforsecurity=False)
         os.ftruncate(fd, size)  # one allocation; parts land anywhere in it
 
         async def part(index: int, start: int) -> None:
@@ -213,10 +221,11 @@ class ObstoreS3:
                 if len(view) != end - start:
                     raise ConnectionError(f"GET {rpath} bytes {start}-{end}: short read")
                 await asyncio.to_thread(_pwrite_all, fd, view, start)
-                if index:
-                    await hashed[index - 1]  # the hash runs in part order
-                await loop.run_in_executor(self._hasher, md5.update, view)
-                hashed[index].set_result(None)
+                if md5 is not None:
+                    if index:
+                        await hashed[index - 1]  # the hash runs in part order
+                    await loop.run_in_executor(self._hasher, md5.update, view)
+                    hashed[index].set_result(None)
             if callback is not None:
                 callback.relative_update(end - start)
 
@@ -229,10 +238,27 @@ class ObstoreS3:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        self._md5[rpath] = md5.hexdigest()
+
+
+def _start_writeback() -> Any:
+    """Linux sync_file_range(SYNC_FILE_RANGE_WRITE): start flushing a range, do not wait."""
+    try:
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    return call
+
+
+_WRITEBACK = _start_writeback()
 
 
 def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    start, length = offset, len(view)
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
+    if _WRITEBACK is not None:
+        _WRITEBACK(fd, start, length, 2)  # SYNC_FILE_RANGE_WRITE; durability is syncfs's job
