@@ -162,6 +162,7 @@ def importers_of(module: str) -> set[str]:
 
 
 NODE_READS = {("", "nodes", "list"), ("", "nodes", "watch")}
+TEMPLATE_READS = {("resource.k8s.io", "resourceclaimtemplates", v) for v in ("list", "watch")}
 
 
 def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
@@ -169,11 +170,20 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     # cache (claim-templates is its own Deployment with its own ServiceAccount, checked above)
     calls = calls_in("webhook", skip=CLAIMS + USER_SIDE)
     cache = str(Path("webhook") / "server" / "node_cache.py")
-    assert set().union(*calls.values()) == {str(Path("webhook") / "certs" / "sync.py"), cache}
+    templates = str(Path("webhook") / "server" / "template_cache.py")
+    assert set().union(*calls.values()) == {
+        str(Path("webhook") / "certs" / "sync.py"),
+        cache,
+        templates,
+    }
     assert {grant for grant, files in calls.items() if cache in files} == NODE_READS
+    assert {grant for grant, files in calls.items() if templates in files} == TEMPLATE_READS
     # the `certs` command, run only by the sidecar; the node cache, started by the server app
     assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
     assert importers_of("webhook.server.node_cache") == {str(Path("webhook") / "server" / "app.py")}
+    assert importers_of("webhook.server.template_cache") == {
+        str(Path("webhook") / "server" / "app.py")
+    }
 
 
 def test_serve_runs_the_node_cache_in_every_overlay() -> None:
@@ -185,4 +195,5 @@ def test_serve_runs_the_node_cache_in_every_overlay() -> None:
 
 
 def test_cert_manager_overlay_grants_the_webhook_only_node_reads() -> None:
-    assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == NODE_READS
+    reads = NODE_READS | TEMPLATE_READS
+    assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == reads

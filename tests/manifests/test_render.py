@@ -17,8 +17,8 @@ _CRD_GROUPS = ("cert-manager.io/",)
 BASE_KINDS = {
     "Namespace": 1,
     "ServiceAccount": 3,  # agent, webhook, claim-templates
-    "ClusterRole": 4,  # + the webhook's node cache (nodes list/watch)
-    "ClusterRoleBinding": 4,
+    "ClusterRole": 5,  # + the webhook's node and template caches (list/watch)
+    "ClusterRoleBinding": 5,
     "Role": 1,
     "RoleBinding": 1,
     "ConfigMap": 1,

@@ -90,10 +90,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "pod fits no node; never denies, silent until the first node list is in",
     )
     parser.add_argument(
+        "--claim-template-cache",
+        action="store_true",
+        help="watch Topoplace's DRA ResourceClaimTemplates (RBAC: resourceclaimtemplates list, "
+        "watch): a DRA pod whose template is not there yet takes the device-plugin path "
+        "with a warning; without it the webhook trusts that every template exists",
+    )
+    parser.add_argument(
         "--kubeconfig",
         type=Path,
         metavar="FILE",
-        help="for --node-cache outside a pod (default: in-cluster, else $KUBECONFIG)",
+        help="for --node-cache and --claim-template-cache outside a pod (default: in-cluster, "
+        "else $KUBECONFIG)",
     )
     parser.add_argument(
         "--shutdown-timeout",
@@ -112,8 +120,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return "serving needs TLS: give --tls-cert FILE and --tls-key FILE, or --self-signed"
     if args.self_signed_dir is not None and not args.self_signed:
         return "--self-signed-dir only makes sense with --self-signed"
-    if args.kubeconfig is not None and not args.node_cache:
-        return "--kubeconfig only makes sense with --node-cache"
+    if args.kubeconfig is not None and not (args.node_cache or args.claim_template_cache):
+        return "--kubeconfig only makes sense with --node-cache or --claim-template-cache"
     for flag, value in (("--port", args.port), ("--metrics-port", args.metrics_port)):
         if not -1 <= value <= 65535 or (flag == "--port" and value < 0):
             return f"{flag} must be a port number (got {value})"
@@ -171,6 +179,7 @@ async def _serve(
         shutdown_timeout=args.shutdown_timeout,
         node_cache=args.node_cache,
         kubeconfig=args.kubeconfig,
+        claim_template_cache=args.claim_template_cache,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
@@ -32,6 +32,7 @@ from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
 from webhook.server.response import build_response
 from webhook.server.review import MalformedReview, parse_review
+from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
 
 __all__ = [
@@ -67,7 +68,8 @@ class ServerConfig:
     shutdown_timeout: float = 20.0
     # Watch every node and warn at admission when a mutated pod fits none (node_cache.py).
     node_cache: bool = False
-    kubeconfig: Path | None = None  # for the node cache; None: in-cluster or $KUBECONFIG
+    kubeconfig: Path | None = None  # for the caches; None: in-cluster or $KUBECONFIG
+    claim_template_cache: bool = False  # DRA templates not there yet: fallback (template_cache)
 
 
 # Mutable on purpose: the metrics port is only known once the listener has started.
@@ -205,9 +207,11 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
     nodes = NodeCache() if config.node_cache else None
     fit_check = nodes.check if nodes is not None else None
-    admitter = PolicyAdmitter(
-        lambda: store.current, config.settings, mutate=mutate, fit_check=fit_check
+    templates = TemplateCache() if config.claim_template_cache else None
+    settings = (
+        replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
     )
+    admitter = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
     state = WebhookState(admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes)
     app = make_app(state)
 
@@ -218,6 +222,10 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         ]
         if nodes is not None:
             tasks.append(asyncio.create_task(nodes.run(config.kubeconfig), name="node-cache"))
+        if templates is not None:
+            tasks.append(
+                asyncio.create_task(templates.run(config.kubeconfig), name="template-cache")
+            )
         try:
             yield
         finally:
