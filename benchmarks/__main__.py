@@ -36,6 +36,11 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
     "discovery": ("Agent discovery", "benchmarks.bench_discovery", "run_discovery_bench"),
     "sync": ("Agent label sync", "benchmarks.bench_agent_sync", "run_sync_bench"),
     "prefetch": ("Dataset prefetch throughput", "benchmarks.bench_prefetch", "run_prefetch_bench"),
+    "prefetch-peers": (
+        "Prefetch next to the fastest S3 copiers (versitygw on loopback, cold cache each run)",
+        "benchmarks.bench_prefetch_peers",
+        "run_prefetch_peers_bench",
+    ),
     "memory": ("Memory", "benchmarks.bench_memory", "run_memory_bench"),
     # Not in the default run: it needs the real control plane (make bench-e2e).
     "e2e": (
