@@ -118,6 +118,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"{label}: {exc}")
     for warning in explanation.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    unsized = [n.name for n in nodes if not n.resources_known]
+    if unsized:
+        print(
+            f"warning: {len(unsized)} node(s) without status.allocatable ({', '.join(unsized[:5])}"
+            f"{', …' if len(unsized) > 5 else ''}): their resources are not checked",
+            file=sys.stderr,
+        )
     if explanation.denial:
         print(f"error: denied: {explanation.denial}", file=sys.stderr)
     render = to_json_text if args.output == "json" else to_table

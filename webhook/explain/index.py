@@ -70,6 +70,7 @@ class NodeIndex:
         self._alloc: dict[str, dict[int, int]] = {}  # resource -> amount -> nodes
         self._taints: dict[tuple[Taint, ...], int] = {}
         self._cordoned = 0
+        self._unsized = 0  # nodes whose allocatable is not known: not held to requests
         self.generation = 0  # bumped by every change that can move a verdict
         for view in views:
             self.upsert(view)
@@ -125,10 +126,12 @@ class NodeIndex:
             self.all |= bit
             self._agent |= bit if has_agent_labels(view.labels) else 0
             self._cordoned |= bit if view.unschedulable else 0
+            self._unsized |= 0 if view.resources_known else bit
         else:
             self.all &= ~bit
             self._agent &= ~bit
             self._cordoned &= ~bit
+            self._unsized &= ~bit
 
     # --- masks ------------------------------------------------------------------------------
     def requirement(self, req: Requirement) -> int:
@@ -174,7 +177,7 @@ class NodeIndex:
         enough = _bit_or(mask for amount, mask in amounts.items() if amount >= need)
         if resource == "pods":  # as verdict.py: a node that does not say is not held to it
             enough |= self.all & ~_bit_or(amounts.values())
-        return enough
+        return enough | self._unsized
 
     def mask(self, check: Check) -> int:
         """The nodes passing `check`."""

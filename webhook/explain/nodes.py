@@ -31,6 +31,9 @@ class NodeView:
     # What pods bound to the node already request (only when read from a live cluster).
     used: Mapping[str, int] = field(default_factory=dict)
     pods: int = 0
+    # False for a hand-written Node without status.allocatable: its resources go unchecked
+    # (kube-scheduler would see none at all; every kubelet reports them).
+    resources_known: bool = True
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> NodeView:
@@ -51,6 +54,7 @@ class NodeView:
             allocatable=node_allocatable(status),
             taints=parse_taints(spec),
             unschedulable=spec.get("unschedulable") is True,
+            resources_known="allocatable" in status,
         )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.engine.mutation import EngineSettings
@@ -82,6 +82,8 @@ def _free(node: NodeView, resource: str) -> tuple[int, int, int]:
 
 
 def _resource_reason(check: Check, node: NodeView) -> str | None:
+    if not node.resources_known:
+        return None
     if check.resource == "pods" and "pods" not in node.allocatable:
         return None  # hand-written nodes often omit it; every kubelet sets it
     free, allocatable, used = _free(node, check.resource)
@@ -242,15 +244,5 @@ def with_usage(
     out = []
     for node in nodes:
         used, pods = usage.get(node.name, ({}, 0))
-        out.append(
-            NodeView(
-                node.name,
-                node.labels,
-                node.allocatable,
-                node.taints,
-                node.unschedulable,
-                used,
-                pods,
-            )
-        )
+        out.append(replace(node, used=used, pods=pods))
     return out

@@ -221,3 +221,18 @@ def test_several_templates_need_a_choice(nodes_yaml: Path, tmp_path: Path) -> No
 def test_nodes_without_policies_dir_is_a_usage_error(nodes_yaml: Path, tmp_path: Path) -> None:
     code, _, err = explain("--nodes", str(nodes_yaml), str(pod_file(tmp_path, "inference", 1)))
     assert code == 2 and "--policies" in err
+
+
+def test_hand_written_nodes_without_allocatable_are_judged_on_labels(
+    nodes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    bare = [{k: v for k, v in n.items() if k != "status"} for n in nodes]
+    path = tmp_path / "nodes.yaml"
+    path.write_text(yaml.safe_dump_all(bare))  # several documents, not a List
+    pod = pod_file(tmp_path, "ddp-hgx-full-node", 8)
+    code, out, err = explain(
+        "--policies", str(POLICIES), "--nodes", str(path), "--output", "json", str(pod)
+    )
+    fits = sorted(n["node"] for n in json.loads(out)["nodes"] if n["fits"])
+    assert fits == ["dgx-h100-a", "dgx-h100-b", "hgx-a800-a"]  # cpu no longer counted
+    assert code == 0 and "12 node(s) without status.allocatable" in err

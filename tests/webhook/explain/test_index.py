@@ -37,12 +37,15 @@ def gpu_pod(policy: str, gpus: int, **spec: Any) -> dict[str, Any]:
 
 
 def variants(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The fleet plus nodes that exercise the other checks: cordoned, NoExecute-tainted."""
-    more = copy.deepcopy(nodes[:2])
+    """The fleet plus nodes that exercise the other checks: cordoned, NoExecute-tainted,
+    and one written by hand without status."""
+    more = copy.deepcopy(nodes[:3])
     more[0]["metadata"]["name"] = "cordoned"
     more[0]["spec"] = {"unschedulable": True}
     more[1]["metadata"]["name"] = "evicting"
     more[1]["spec"] = {"taints": [{"key": "dedicated", "value": "infer", "effect": "NoExecute"}]}
+    more[2]["metadata"]["name"] = "hand-written"
+    del more[2]["status"]  # no allocatable: resources not checked
     return nodes + more
 
 
