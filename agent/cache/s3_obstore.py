@@ -2,15 +2,18 @@
 
 Chosen over s3fs by measurement (benchmarks/results.md, "Prefetch next to the fastest S3
 copiers"): on loopback against a Go S3 server, list + 8 parallel GETs of 2,000 × 4 KiB took
-1.4 s with obstore and 5.3 s with s3fs, and 4 × 256 MiB 0.94 s against 2.9 s: request
+1.6 s with obstore and 5.2 s with s3fs, and one 2 GiB object 1.7 s against 5.4 s: request
 signing and HTTP in Rust leave the Python side almost idle.
 
 `ObstoreS3` offers the few filesystem calls the prefetch makes (`info`, `find`, `_get_file`,
 `loop`, `async_impl`), as fsspec names them, so listing, retries, integrity checks and error
 classification stay the same for every source. Errors come out as the built-in exceptions
-`source_errors.classify_remote` understands. Objects of `RANGED_MIN` bytes or more are fetched
-as `PART` ranges in parallel (`pwrite` at each offset), at most `MAX_PARTS` parts in flight
-for the whole prefetch, so memory stays under MAX_PARTS × PART whatever the object sizes.
+`source_errors.classify_remote` understands. Bytes are written as they arrive and hashed on
+the way in when the ETag is an MD5 (`md5_of`: no read-back); each written chunk is handed to
+the kernel's writeback at once, so the final syncfs finds little left to flush. Objects of
+`RANGED_MIN` bytes or more without an MD5 to check (multipart uploads) come as `PART` ranges
+streamed in parallel to their offsets, at most `MAX_PARTS` in flight for the whole prefetch;
+memory stays at a 4 MiB buffer per stream whatever the object sizes.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -28,10 +30,10 @@ from agent.cache.source_errors import Cancelled
 
 __all__ = ["MAX_PARTS", "PART", "RANGED_MIN", "ObstoreS3", "available"]
 
-PART = 16 * 1024 * 1024
-RANGED_MIN = 64 * 1024 * 1024
-MAX_PARTS = 16  # 256 MiB of part buffers at most, well inside the init container's 1 GiB
-_CHUNK = 1024 * 1024  # stream buffers: 1 MiB × the transfer slots
+PART = 64 * 1024 * 1024
+RANGED_MIN = 128 * 1024 * 1024
+MAX_PARTS = 8  # ranges in flight for the whole prefetch
+_CHUNK = 4 * 1024 * 1024  # stream buffer: (files + ranges in flight) × 4 MiB at most
 _STATUS = re.compile(r"status code: (\d{3})")
 _HEX_MD5 = re.compile(r"[0-9a-f]{32}")
 
@@ -103,7 +105,6 @@ class ObstoreS3:
         self._etags: dict[str, str] = {}  # only single-part ETags are MD5s worth computing
         self._md5: dict[str, str] = {}  # hashed on the way in: no read-back (md5_of)
         self._parts: asyncio.Semaphore | None = None
-        self._hasher = ThreadPoolExecutor(1, thread_name_prefix="md5")  # in order, off the loop
 
     def _key(self, path: str) -> str:
         bucket, _, key = path.partition("/")
@@ -174,8 +175,9 @@ class ObstoreS3:
         md5 = hashlib.md5(usedforsecurity=False) if _HEX_MD5.fullmatch(etag) else None
         fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            if size is not None and size >= RANGED_MIN:
-                await self._ranged(rpath, fd, size, callback, md5)
+            # An MD5 must be hashed in order: one stream. Otherwise large objects in parts.
+            if md5 is None and size is not None and size >= RANGED_MIN:
+                await self._ranged(rpath, fd, size, callback)
             else:
                 await self._streamed(rpath, fd, callback, md5)
             if md5 is not None:
@@ -187,51 +189,41 @@ class ObstoreS3:
         finally:
             os.close(fd)
 
-    async def _streamed(self, rpath: str, fd: int, callback: Any, md5: Any) -> None:
+    async def _streamed(
+        self, rpath: str, fd: int, callback: Any, md5: Any, span: tuple[int, int] | None = None
+    ) -> None:
+        """One GET (of `span`, a byte range, when given) written as it arrives; each chunk
+        goes to the kernel's writeback at once, so the final syncfs has little left."""
         import obstore
 
-        resp = await obstore.get_async(self.store, self._key(rpath))
+        options = {"range": span} if span else None
+        resp = await obstore.get_async(self.store, self._key(rpath), options=options)
+        offset = span[0] if span else 0
         async for chunk in resp.stream(min_chunk_size=_CHUNK):
             view = memoryview(chunk)
             if md5 is not None:  # the bytes just received, still in cache: cheaper than a re-read
                 md5.update(view)
-            while view:
-                view = view[os.write(fd, view) :]
+            _pwrite_all(fd, view, offset)
+            offset += len(view)
             if callback is not None:
-                callback.relative_update(len(chunk))
+                callback.relative_update(len(view))
+        if span and offset != span[1]:
+            raise ConnectionError(f"GET {rpath} bytes {span[0]}-{span[1]}: ended at {offset}")
 
-    async def _ranged(self, rpath: str, fd: int, size: int, callback: Any, md5: Any) -> None:
-        """Parts in parallel. With an MD5 to check, each part is hashed in order by one
-        thread and holds its slot (its buffer) until then: at most MAX_PARTS buffers exist,
-        and hashing overlaps the GETs. Written parts are handed to the kernel's writeback at
-        once, so the final syncfs finds little left to flush."""
-        import obstore
-
+    async def _ranged(self, rpath: str, fd: int, size: int, callback: Any) -> None:
+        """`PART`-sized ranges streamed in parallel to their offsets, at most MAX_PARTS in
+        flight for the whole prefetch (each holds one chunk buffer)."""
         if self._parts is None:  # made on the loop that uses it
             self._parts = asyncio.Semaphore(MAX_PARTS)
-        parts, loop = self._parts, asyncio.get_running_loop()
-        key = self._key(rpath)
+        parts = self._parts
         os.ftruncate(fd, size)  # one allocation; parts land anywhere in it
 
-        async def part(index: int, start: int) -> None:
-            end = min(size, start + PART)
+        async def part(start: int) -> None:
             async with parts:
-                data = await obstore.get_range_async(self.store, key, start=start, end=end)
-                view = memoryview(data)
-                if len(view) != end - start:
-                    raise ConnectionError(f"GET {rpath} bytes {start}-{end}: short read")
-                await asyncio.to_thread(_pwrite_all, fd, view, start)
-                if md5 is not None:
-                    if index:
-                        await hashed[index - 1]  # the hash runs in part order
-                    await loop.run_in_executor(self._hasher, md5.update, view)
-                    hashed[index].set_result(None)
-            if callback is not None:
-                callback.relative_update(end - start)
+                span = (start, min(size, start + PART))
+                await self._streamed(rpath, fd, callback, None, span)
 
-        starts = range(0, size, PART)
-        hashed = {index: loop.create_future() for index in range(len(starts))}
-        tasks = [asyncio.ensure_future(part(i, start)) for i, start in enumerate(starts)]
+        tasks = [asyncio.ensure_future(part(start)) for start in range(0, size, PART)]
         try:
             await asyncio.gather(*tasks)
         finally:

@@ -1,11 +1,12 @@
 """The obstore transfer engine (the default for s3://) against a real S3 server (moto):
-large objects come as parallel ranges and arrive byte-identical, MD5-checked; both engines
-produce the same cache; a corrupted object is caught on every attempt."""
+large multipart objects come as parallel ranges, single-part ones as one stream hashed on
+the way in, all byte-identical; both engines fill the cache alike; corruption is caught."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,25 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, s3: S3Server) -> None:
 
 @pytest.fixture
 def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ranged transfers from 1 MiB up, in 256 KiB parts, 3 in flight: many parts, little data."""
+    """Ranged transfers from 1 MiB up, in 512 KiB parts, 3 in flight: many parts, little data."""
     monkeypatch.setattr(s3_obstore, "RANGED_MIN", MIB)
-    monkeypatch.setattr(s3_obstore, "PART", 256 * 1024)
+    monkeypatch.setattr(s3_obstore, "PART", 512 * 1024)
     monkeypatch.setattr(s3_obstore, "MAX_PARTS", 3)
+    monkeypatch.setattr(s3_obstore, "_CHUNK", 64 * 1024)
+
+
+def _multipart(s3: S3Server, bucket: str, key: str, parts: list[bytes]) -> bytes:
+    """Upload as S3 multipart (ETag '<hex>-N', not an MD5)."""
+    client = s3.client
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    done = []
+    for n, body in enumerate(parts, start=1):
+        part = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=n, Body=body)
+        done.append({"PartNumber": n, "ETag": part["ETag"]})
+    client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done}
+    )
+    return b"".join(parts)
 
 
 @pytest.mark.usefixtures("small_parts")
@@ -44,20 +60,20 @@ def test_large_objects_arrive_as_parallel_ranges_byte_identical(
 ) -> None:
     bucket = s3.new_bucket()
     files = {
-        "big/a.bin": os.urandom(3 * MIB + 5),  # 13 parts, the last one 5 bytes
-        "big/b.bin": os.urandom(MIB),  # exactly the threshold
+        "big/b.bin": os.urandom(MIB + 5),  # single part: an MD5 ETag, hashed while streaming
         "small.txt": b"not ranged\n",
     }
     s3.put_tree(bucket, "ds/", files)
+    files["big/a.bin"] = _multipart(s3, bucket, "ds/big/a.bin", [os.urandom(5 * MIB), b"tail"])
     before = len(s3.requests)
 
     result = prefetch(PrefetchRequest("ds", "v1", f"s3://{bucket}/ds/", cache_root=tmp_path))
 
     assert tree_digests(version_dir(tmp_path, "ds", "v1")) == digests(files)
     assert result.bytes == sum(len(b) for b in files.values())
-    gets = s3.gets(bucket, "ds/big/a.bin", since=before)
-    assert len(gets) == 13  # one GET per range, none for the whole object
-    # The MD5 hashed part by part, in order, matched each ETag the first time.
+    assert len(s3.gets(bucket, "ds/big/a.bin", since=before)) == 11  # 5 MiB + 4 B in 512 KiB
+    assert len(s3.gets(bucket, "ds/big/b.bin", since=before)) == 1  # one stream, MD5 in order
+    # The MD5 hashed on the way in matched the ETag the first time.
     assert "fetching the file again" not in caplog.text
     assert "ETag is not the content MD5" not in caplog.text
 
@@ -74,23 +90,33 @@ def test_both_engines_fill_the_cache_identically(s3: S3Server, tmp_path: Path) -
 
 
 @pytest.mark.usefixtures("small_parts")
-def test_a_ranged_object_whose_bytes_differ_from_its_etag_fails_integrity(
+def test_an_object_whose_bytes_differ_from_its_etag_fails_integrity(
     s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bucket = s3.new_bucket()
     s3.put_tree(bucket, "c/", {"big.bin": os.urandom(2 * MIB)})
     import obstore
 
-    real, tries = obstore.get_range_async, [0]
+    real, tries = obstore.get_async, [0]
 
-    async def flip_a_byte(store: object, path: str, *, start: int, end: int) -> bytes:
-        data = bytearray(memoryview(await real(store, path, start=start, end=end)))
-        if start == 0:  # bits flipped in transit, past TCP's checksum, differently each time
-            tries[0] += 1
-            data[tries[0]] ^= 0xFF
-        return bytes(data)
+    class Flipped:  # bits flipped in transit, past TCP's checksum, differently each time
+        def __init__(self, resp: object) -> None:
+            self.resp = resp
 
-    monkeypatch.setattr(obstore, "get_range_async", flip_a_byte)
+        async def stream(self, min_chunk_size: int) -> AsyncIterator[bytes]:
+            first = True
+            async for chunk in self.resp.stream(min_chunk_size=min_chunk_size):  # type: ignore[attr-defined]
+                data = bytearray(memoryview(chunk))
+                if first:
+                    tries[0] += 1
+                    data[tries[0]] ^= 0xFF
+                    first = False
+                yield bytes(data)
+
+    async def flip(store: object, path: str, *, options: object = None) -> Flipped:
+        return Flipped(await real(store, path, options=options))
+
+    monkeypatch.setattr(obstore, "get_async", flip)
     retry = RetryPolicy(attempts=2, backoff=BackoffPolicy(initial=0.01, cap=0.02, floor=0.01))
     with pytest.raises(IntegrityError, match="MD5"):
         prefetch(PrefetchRequest("c", "v1", f"s3://{bucket}/c/", cache_root=tmp_path), retry=retry)
