@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import json
 import ssl
 import time
@@ -29,7 +28,7 @@ import trustme
 import yaml
 from aiohttp import web
 
-from common.k8s_names import label_key_problem, label_value_problem
+from tests.agent.sync.fake_objects import REASONS, invalid_metadata, merge, status, strategic
 from tests.agent.sync.fake_pods import PodStore
 
 __all__ = ["FakeApiServer", "Fault", "Request"]
@@ -59,64 +58,6 @@ class Fault:
     retry_after: str | None = None
     drop: bool = False
     method: str | None = None
-
-
-def _status(code: int, reason: str, message: str, **details: Any) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details:
-        body["details"] = details
-    return web.json_response(body, status=code)
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = _merge(result.get(key), value)
-    return result
-
-
-def _strategic(target: Any, patch: Any) -> Any:
-    """Strategic merge for Node metadata/labels/annotations: maps merge, null deletes.
-
-    (List merge keys do not matter for the fields the agent touches; `$patch` directives
-    are rejected rather than guessed.)
-    """
-    if isinstance(patch, dict) and any(k.startswith("$") for k in patch):
-        raise ValueError("strategic-merge directives are not supported by this fake")
-    return _merge(target, patch)
-
-
-def _invalid_metadata(node: dict[str, Any]) -> str | None:
-    md = node.get("metadata")
-    if not isinstance(md, dict):
-        return "metadata must be an object"
-    for section, check_values in (("labels", True), ("annotations", False)):
-        entries = md.get(section) or {}
-        if not isinstance(entries, dict):
-            return f"metadata.{section} must be a map"
-        for key, value in entries.items():
-            problem = label_key_problem(key)
-            if problem is None and not isinstance(value, str):
-                problem = f"value of {key!r} must be a string"
-            if problem is None and check_values:
-                problem = label_value_problem(value)
-            if problem:
-                return f"metadata.{section}: Invalid value: {problem}"
-    return None
 
 
 @dataclass
@@ -226,7 +167,7 @@ class FakeApiServer:
         """A hand edit (kubectl label): change or (None) remove labels, bump resourceVersion."""
         self._rv += 1
         md = self.nodes[name]["metadata"]
-        md["labels"] = _merge(md.get("labels") or {}, labels)
+        md["labels"] = merge(md.get("labels") or {}, labels)
         md["resourceVersion"] = str(self._rv)
 
     def fail_all(self, status: int = 500, *, retry_after: str | None = None) -> None:
@@ -248,9 +189,9 @@ class FakeApiServer:
     # --- protocol --------------------------------------------------------------------------
     async def _pods(self, request: web.Request) -> web.StreamResponse:
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
-            return _status(401, "Unauthorized", "Unauthorized")
+            return status(401, "Unauthorized", "Unauthorized")
         if self.outage is not None:  # planned faults stay for the Node requests they name
-            return _status(self.outage.status, "InternalError", "planned")
+            return status(self.outage.status, "InternalError", "planned")
         return await self.pods.handle(request)
 
     async def _node(self, request: web.Request) -> web.StreamResponse:
@@ -274,7 +215,7 @@ class FakeApiServer:
         self, request: web.Request, content_type: str, body_text: str
     ) -> web.Response | None:
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
-            return _status(401, "Unauthorized", "Unauthorized")
+            return status(401, "Unauthorized", "Unauthorized")
         fault = next((f for f in self.faults if f.method in (None, request.method)), None)
         if fault is not None:
             self.faults.remove(fault)
@@ -282,49 +223,47 @@ class FakeApiServer:
         if fault is not None:
             if fault.drop:
                 return None
-            resp = _status(fault.status, _REASONS.get(fault.status, "InternalError"), "planned")
+            resp = status(fault.status, REASONS.get(fault.status, "InternalError"), "planned")
             if fault.retry_after is not None:
                 resp.headers["Retry-After"] = fault.retry_after
             return resp
         name = request.match_info["name"]
         if request.method == "GET":
             if name not in self.nodes:
-                return _status(
-                    404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes"
-                )
+                return status(404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes")
             return web.json_response(self.nodes[name])
         if request.method == "PATCH":
             return self._patch(name, content_type.split(";")[0].strip(), body_text)
-        return _status(405, "MethodNotAllowed", f"{request.method} is not supported here")
+        return status(405, "MethodNotAllowed", f"{request.method} is not supported here")
 
     def _patch(self, name: str, content_type: str, body_text: str) -> web.Response:
         if content_type not in (MERGE, STRATEGIC, JSON_PATCH):
-            return _status(
+            return status(
                 415,
                 "UnsupportedMediaType",
                 "the body of the request was in an unknown format - accepted media types include: "
                 f"{JSON_PATCH}, {MERGE}, {STRATEGIC}",
             )
         if name not in self.nodes:
-            return _status(404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes")
+            return status(404, "NotFound", f'nodes "{name}" not found', name=name, kind="nodes")
         current = self.nodes[name]
         try:
             patch = json.loads(body_text)
             if content_type == JSON_PATCH:
                 updated = jsonpatch.apply_patch(current, patch)
             elif content_type == STRATEGIC:
-                updated = _strategic(current, patch)
+                updated = strategic(current, patch)
             else:
-                updated = _merge(current, patch)
+                updated = merge(current, patch)
         except (ValueError, jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-            return _status(400, "BadRequest", f"error decoding patch: {exc}")
+            return status(400, "BadRequest", f"error decoding patch: {exc}")
         sent_rv = (
             (patch.get("metadata") or {}).get("resourceVersion")
             if isinstance(patch, dict)
             else None
         )
         if sent_rv is not None and sent_rv != current["metadata"]["resourceVersion"]:
-            return _status(
+            return status(
                 409,
                 "Conflict",
                 f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
@@ -333,10 +272,10 @@ class FakeApiServer:
                 kind="nodes",
             )
         if updated["metadata"].get("name") != name:
-            return _status(400, "BadRequest", "metadata.name is immutable")
-        problem = _invalid_metadata(updated)
+            return status(400, "BadRequest", "metadata.name is immutable")
+        problem = invalid_metadata(updated)
         if problem:
-            return _status(
+            return status(
                 422, "Invalid", f'Node "{name}" is invalid: {problem}', name=name, kind="Node"
             )
         updated["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
@@ -345,12 +284,3 @@ class FakeApiServer:
             updated["metadata"]["resourceVersion"] = str(self._rv)
             self.nodes[name] = updated
         return web.json_response(self.nodes[name])
-
-
-_REASONS = {
-    409: "Conflict",
-    429: "TooManyRequests",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-    504: "Timeout",
-}
