@@ -2,8 +2,9 @@
 
 A Retry-After is taken as given, as client-go does: the server said when, so our own
 exponential ceiling must not stretch it (waiting longer only delays convergence) and it does
-not count as an exponential step (it still counts in `attempts`, the failures in a row). Only the floor (never spin on `Retry-After: 0`) and a cap
-(a bad header must not park us for days) apply. `urgent=True` bounds the ceiling at
+not count as an exponential step (it still counts in `attempts`, the failures in a row).
+Only the floor (never spin on `Retry-After: 0`) and a cap (a bad header must not park us for
+days) apply. `urgent=True` bounds the ceiling at
 `urgent_cap` for a caller that holds a change nobody has seen yet and must notice quickly
 when the server is back; full jitter and the floor still apply.
 
