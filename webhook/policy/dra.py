@@ -95,7 +95,10 @@ class Dra(_Model):
     align: Literal["pcieRoot", "numaNode"] = "pcieRoot"
     """Standard attribute each GPU and its NIC must share: pcieRoot (same PCIe root complex)
     or numaNode."""
-    gpu_counts: Annotated[list[Annotated[int, Field(gt=0, strict=True)]], Field(min_length=1)]
+    gpu_counts: Annotated[
+        list[Annotated[int, Field(gt=0, strict=True)]],
+        Field(min_length=1, json_schema_extra={"uniqueItems": True}),
+    ]
     """GPU counts that get a template; a pod asking for another count takes the
     device-plugin path with a warning."""
 

@@ -14,6 +14,7 @@ from webhook.claims.templates import (
     build_template,
     desired_templates,
     plan_changes,
+    templates_for_pod,
 )
 from webhook.policy.model import PlacementPolicy
 
@@ -127,3 +128,17 @@ def test_template_for_one_device_has_no_numa_constraint(count: int) -> None:
     policy = dra_policy(nic=False, placement={"singleNumaNode": True}, dra={"gpuCounts": [count]})
     devices = build_template(policy, count, "ml-a")["spec"]["spec"]["devices"]
     assert ("constraints" in devices) == (count > 1)
+
+
+def test_a_mutated_pod_names_the_templates_it_needs() -> None:
+    from tests.webhook.builders import SETTINGS, container, make_pod
+    from webhook.engine.recipe import mutate
+    from webhook.policy.loader import PolicyOrigin, PolicySet
+
+    policy = dra_policy()
+    policies = PolicySet.build([(policy, PolicyOrigin("t.yaml", 1))])
+    pod = make_pod(container("a", gpus=2), container("b", gpus=8), container("c", gpus=3))
+    mutated = mutate(pod, "ml-a", policies, SETTINGS).pod
+    needed = templates_for_pod(mutated, "ml-a", policies)
+    assert needed == [build_template(policy, 2, "ml-a"), build_template(policy, 8, "ml-a")]
+    assert templates_for_pod(pod, "ml-a", policies) == []  # not mutated: no claims yet
