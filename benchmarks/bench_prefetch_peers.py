@@ -11,7 +11,8 @@ turns within a run so that none gets a warmer server:
 - `aws s3 cp --recursive` (awscli, s3transfer with 10 threads);
 - two engine probes in Python, list + 8 parallel GETs and nothing else, for choosing the
   transfer engine: s3fs (what prefetch uses) and obstore (Rust object_store).
-Each is a separate process; peak RSS comes from wait4(). "× fastest peer" divides the
+Each is a separate process started by a small launcher; peak RSS comes from wait4() (so
+a ~10 MiB floor is the launcher's). "× fastest peer" divides the
 fastest of s5cmd and aws by the row's seconds (prefetch's target: ≥ 0.9 on large objects,
 ≥ 1.0 on many small files). Medians of `runs` runs.
 
@@ -130,17 +131,29 @@ def _commands(endpoint: str, prefix: str, dest: Path) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
+# A small launcher starts each tool: a child's peak RSS (ru_maxrss) counts the memory of the
+# process that forked it, so forking from this one (hundreds of MiB after moto) would inflate
+# every figure. The launcher is ~10 MiB; it times the tool alone and reports both.
+_LAUNCHER = r"""
+import os, sys, time
+devnull = os.open(os.devnull, os.O_WRONLY)
+started = time.perf_counter()
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=[
+    (os.POSIX_SPAWN_DUP2, devnull, 1)])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), time.perf_counter() - started, usage.ru_maxrss)
+"""
+
+
 def _timed(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
     """(seconds, peak RSS MiB) of one process run to completion; fails loudly on error."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode != 0:
-        raise RuntimeError(f"{argv[0]} exited {proc.returncode}: {err[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *argv], env=env, capture_output=True, text=True
+    )
+    rc, seconds, maxrss = done.stdout.split()
+    if int(rc) != 0 or done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited {rc}: {done.stderr[-2000:]}")
+    return float(seconds), int(maxrss) / 1024
 
 
 def _files_and_bytes(dest: Path) -> tuple[int, int]:
