@@ -88,8 +88,11 @@ class TemplateReconciler:
         backoff = Backoff(self._backoff_policy)
         self._dirty.set()
         while True:
-            with contextlib.suppress(TimeoutError):  # the timeout is the periodic resync
-                await asyncio.wait_for(self._dirty.wait(), timeout=self._resync)
+            # The timeout is the periodic resync. (asyncio.timeout, not wait_for: on 3.11
+            # wait_for can swallow a cancellation that races the event, and never stop.)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._resync):
+                    await self._dirty.wait()
             self._dirty.clear()
             try:
                 plan = await self.reconcile_once()
