@@ -164,7 +164,9 @@ def test_a_pod_with_claims_of_its_own_keeps_them_and_gets_no_second_allocation()
     new = check_mutation(pod, result)
     assert new["spec"]["resourceClaims"] == own
     assert new["spec"]["containers"][0]["resources"]["claims"] == [{"name": "mine"}]
-    assert result.warnings[0].startswith("pod already carries resource claims (mine); they are kept")
+    assert result.warnings[0].startswith(
+        "pod already carries resource claims (mine); they are kept"
+    )
     assert "rdma/ib" not in str(new)
 
 

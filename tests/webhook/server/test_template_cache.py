@@ -34,7 +34,9 @@ async def cache() -> AsyncIterator[tuple[FakeApiServer, TemplateCache]]:
     fake.put_template(template("ml-a", "topoplace-p-1gpu"))
     fake.put_template(template("ml-a", "someone-elses", ours=False))
     async with running(fake) as url, client.ApiClient(client.Configuration(host=url)) as api:
-        templates = TemplateCache(backoff=Backoff(BackoffPolicy(initial=0.01, cap=0.05, floor=0.01)))
+        templates = TemplateCache(
+            backoff=Backoff(BackoffPolicy(initial=0.01, cap=0.05, floor=0.01))
+        )
         assert templates.lookup("ml-a", "topoplace-p-1gpu") is None  # not listed yet: trust
         task = asyncio.create_task(templates.follow(client.ResourceV1Api(api)))
         try:
