@@ -11,8 +11,10 @@ from webhook.server.review import API_VERSION, KIND, AdmissionResponse, Admissio
 
 __all__ = ["MAX_WARNING_CHARS", "WARNING_PREFIX", "build_response", "format_warning"]
 
-# kube-apiserver truncates longer warnings; keep each one readable in `kubectl` output.
-MAX_WARNING_CHARS: Final = 120
+# kube-apiserver may truncate a warning past 256 characters: cut ours there, at a word, so
+# nothing it would have kept is lost (the no-fit warning names its misses and `explain` at
+# the end). The engine keeps most warnings near Kubernetes' suggested 120.
+MAX_WARNING_CHARS: Final = 256
 WARNING_PREFIX: Final = "topoplace: "
 
 

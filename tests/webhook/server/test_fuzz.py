@@ -27,6 +27,7 @@ from webhook.server.admission import PolicyAdmitter
 from webhook.server.app import WebhookServer, WebhookState, make_app
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.reload import PolicyStore
+from webhook.server.response import MAX_WARNING_CHARS
 from webhook.server.review import MalformedReview, parse_review
 
 # Values are built from a seed with the stdlib PRNG: hypothesis's recursive strategies cost
@@ -176,7 +177,7 @@ def _check_answer(status: int, content_type: str, payload: bytes, body: bytes) -
     assert response["uid"] == sent["request"]["uid"]
     assert isinstance(response["allowed"], bool)
     for warning in response.get("warnings", []):
-        assert warning.startswith("topoplace: ") and len(warning) <= 120
+        assert warning.startswith("topoplace: ") and len(warning) <= MAX_WARNING_CHARS
     if "patch" in response:
         assert response["patchType"] == "JSONPatch" and response["allowed"] is True
         ops = json.loads(base64.b64decode(response["patch"], validate=True))

@@ -102,19 +102,19 @@ def test_denial_carries_status_403_and_no_patch() -> None:
 
 
 def test_warnings_are_prefixed_single_line_and_short() -> None:
-    long = "container busybox: sets no cpu or memory; " * 6
+    long = "container busybox: sets no cpu or memory; " * 12
     out = build_response("u-4", warnings=["short one", "two\nlines", long])["response"]
     short, joined, cut = out["warnings"]
     assert short == "topoplace: short one"
     assert joined == "topoplace: two lines"
-    assert len(cut) <= 120 and cut.endswith("…") and cut.startswith("topoplace: container")
+    assert len(cut) <= 256 and cut.endswith("…") and cut.startswith("topoplace: container")
     assert " memor…" not in cut  # cut at a word boundary
 
 
 def test_warning_of_exactly_the_limit_is_kept_whole() -> None:
-    text = "x" * (120 - len("topoplace: "))
+    text = "x" * (256 - len("topoplace: "))
     assert format_warning(text) == "topoplace: " + text
-    assert len(format_warning(text + "y")) == 120
+    assert len(format_warning(text + "y")) == 256
 
 
 def test_error_messages_do_not_echo_huge_values() -> None:
