@@ -25,13 +25,22 @@ from typing import Any
 from e2e import procs
 from e2e.controlplane import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
-from e2e.topoplace import REPO, VENV_BIN, install, register_nodes, start_agents, start_webhook
+from e2e.topoplace import (
+    REPO,
+    VENV_BIN,
+    install,
+    register_nodes,
+    start_agents,
+    start_claim_templates,
+    start_webhook,
+)
 
 __all__ = ["Cluster", "load", "main", "state_dir"]
 
 # Stopped first to last: our processes before the control plane they talk to.
 STOP_ORDER_PREFIXES = (
     "agent-",
+    "claim-templates",
     "webhook-serve",
     "webhook-certs",
     "projector",
@@ -142,6 +151,7 @@ def up(state: Path) -> int:
         node_paths = register_nodes(cp, k, say)
         objects = install(k, say)
         ours = start_webhook(cp, k, objects, say)
+        ours |= start_claim_templates(cp, k, objects, say)
         ours |= start_agents(cp, k, objects, node_paths, say)
     except Exception as exc:
         print(f"make cluster failed: {exc}", file=sys.stderr)

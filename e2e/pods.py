@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LocalContainer", "container_of", "local_container", "pod_spec_of"]
+__all__ = ["LocalContainer", "container_of", "local_container", "pod_spec_of", "uses_api_token"]
 
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -40,6 +40,17 @@ def container_of(spec: dict[str, Any], name: str) -> dict[str, Any]:
         if c["name"] == name:
             return c
     raise LookupError(f"no container {name!r} in the pod template")
+
+
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def uses_api_token(spec: dict[str, Any], name: str) -> bool:
+    """Does the container get a service-account token (mounted, or automounted)?"""
+    container = container_of(spec, name)
+    if any(m["mountPath"].rstrip("/") == TOKEN_PATH for m in container.get("volumeMounts", [])):
+        return True
+    return spec.get("automountServiceAccountToken", True) is not False
 
 
 def _env(container: dict[str, Any], fields: Mapping[str, str]) -> dict[str, str]:

@@ -14,9 +14,16 @@ import yaml
 from e2e import nodes, procs
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl, get_url, write_kubeconfig
-from e2e.pods import local_container, pod_spec_of
+from e2e.pods import local_container, pod_spec_of, uses_api_token
 
-__all__ = ["NAMESPACE", "install", "register_nodes", "start_agents", "start_webhook"]
+__all__ = [
+    "NAMESPACE",
+    "install",
+    "register_nodes",
+    "start_agents",
+    "start_claim_templates",
+    "start_webhook",
+]
 
 NAMESPACE = "topoplace-system"
 REPO = Path(__file__).resolve().parent.parent
@@ -108,6 +115,11 @@ def _token_kubeconfig(cp: ControlPlane, k: Kubectl, sa: str, pod: str, name: str
     )
 
 
+def _token_args(spec: dict[str, Any], container: str, kubeconfig: Path) -> list[str]:
+    """The pod's service-account token, as a kubeconfig, for a container that mounts one."""
+    return [f"--kubeconfig={kubeconfig}"] if uses_api_token(spec, container) else []
+
+
 def _start(cp: ControlPlane, name: str, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     procs.start(cp.state, name, argv, env=env, cwd=REPO)
     return {"argv": argv, "env": env}
@@ -158,7 +170,7 @@ def start_webhook(
         volumes=volumes,
         fields=fields,
         executables=EXECUTABLES,
-        extra_args=[f"--kubeconfig={kubeconfig}"],
+        extra_args=_token_args(spec, "certs", kubeconfig),
     )
     started["webhook-certs"] = _start(cp, "webhook-certs", certs.argv, certs.env)
     # The sidecar's startupProbe: `serve` starts once the key pair is on the shared volume.
@@ -176,7 +188,7 @@ def start_webhook(
         volumes=volumes,
         fields=fields,
         executables=EXECUTABLES,
-        extra_args=["--host=127.0.0.1"],
+        extra_args=["--host=127.0.0.1", *_token_args(spec, "serve", kubeconfig)],
     )
     started["webhook-serve"] = _start(cp, "webhook-serve", serve.argv, serve.env)
     wait_webhook_ready(cp)
@@ -187,6 +199,43 @@ def start_webhook(
         "caBundle of MutatingWebhookConfiguration topoplace-webhook (certs sidecar)",
     )
     say(f"webhook serving as pod {pod} would (certs sidecar wrote the Secret and caBundle)")
+    return started
+
+
+def start_claim_templates(
+    cp: ControlPlane, k: Kubectl, objects: list[dict[str, Any]], say: Say
+) -> dict[str, dict[str, Any]]:
+    """The DRA template reconciler, a Deployment of its own, with its pod's bound token."""
+    name = "topoplace-claim-templates"
+    spec = pod_spec_of(objects, "Deployment", name)
+    pods = procs.wait_for(lambda: _bound_pods(k, name), f"a {name} pod bound by kube-scheduler")
+    pod = sorted(pods.values())[0]
+    kubeconfig = _token_kubeconfig(cp, k, spec["serviceAccountName"], pod, "claim-templates")
+    # Same ConfigMap as the webhook's: the one projected directory serves both here.
+    volumes = {"policies": cp.state / "webhook" / "policies", "tmp": cp.state / "claims-tmp"}
+    volumes["tmp"].mkdir(exist_ok=True)
+    fields = {"metadata.namespace": NAMESPACE, "metadata.name": pod}
+    port = procs.free_port()
+    reconciler = local_container(
+        spec,
+        "claim-templates",
+        volumes=volumes,
+        fields=fields,
+        executables=EXECUTABLES,
+        extra_args=[
+            "--host=127.0.0.1",
+            f"--health-port={port}",
+            *_token_args(spec, "claim-templates", kubeconfig),
+        ],
+    )
+    started = {"claim-templates": _start(cp, "claim-templates", reconciler.argv, reconciler.env)}
+    started["claim-templates"]["health_port"] = port
+    procs.wait_for(
+        lambda: get_url(f"http://127.0.0.1:{port}/readyz"),
+        "claim-templates /readyz (templates match the policies)",
+        watch=lambda: procs.check_alive(cp.state, "claim-templates"),
+    )
+    say(f"DRA claim-template reconciler running as pod {pod} would")
     return started
 
 

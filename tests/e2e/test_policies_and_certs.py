@@ -132,8 +132,16 @@ def test_rotating_the_serving_certificate_keeps_admissions_working(
     expiring = make_serving_cert(ca, ["topoplace-webhook.topoplace-system.svc"], days=1)
     data = {"tls.crt": expiring.cert_pem, "tls.key": expiring.key_pem}
     patch = {"data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
-    kubectl.run("patch", "secret", "topoplace-webhook-tls", "-n", "topoplace-system",
-                "--type=merge", "-p", json.dumps(patch))
+    kubectl.run(
+        "patch",
+        "secret",
+        "topoplace-webhook-tls",
+        "-n",
+        "topoplace-system",
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+    )
     cluster.restart("webhook-certs")  # its next pass, without waiting --check-interval
     outcomes = []
     for _ in range(300):  # admissions keep flowing during the rotation; bounded

@@ -1,0 +1,101 @@
+"""`explain --kubeconfig` against the real cluster agrees with the real kube-scheduler: the
+node a pod is bound to is among those explain says fit, a pod explain says fits nowhere stays
+Pending, and `kubectl apply` shows the webhook's no-fit warning."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import procs
+from e2e.cluster import Cluster
+from e2e.kube import Kubectl
+from tests.e2e.helpers import REPO, events, wait_bound
+
+PLUGIN = str(Path(sys.executable).with_name("kubectl-topoplace"))
+
+
+def pod(name: str, policy: str, gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"topoplace.io/policy": policy}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                    "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
+                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                }
+            ],
+        },
+    }
+
+
+def explain(cluster: Cluster, obj: dict[str, Any], namespace: str, tmp: Path) -> dict[str, Any]:
+    """`kubectl topoplace explain --output json` as a user runs it (current context)."""
+    path = tmp / f"{obj['metadata']['name']}.yaml"
+    path.write_text(json.dumps(obj))
+    done = subprocess.run(
+        [
+            PLUGIN,
+            "explain",
+            f"--policies={REPO / 'policies'}",
+            f"--namespace={namespace}",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--output=json",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode in (0, 1), done.stderr  # 0: some node fits, 1: none
+    result = json.loads(done.stdout)
+    assert (done.returncode == 0) == any(n["fits"] for n in result["nodes"])
+    return result
+
+
+@pytest.mark.parametrize(
+    ("policy", "gpus"),
+    [("ddp-hgx-full-node", 8), ("single-numa-partial", 2), ("inference", 1)],
+)
+def test_the_scheduler_binds_where_explain_says_the_pod_fits(
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    create: Callable[..., Any],
+    tmp_path: Path,
+    policy: str,
+    gpus: int,
+) -> None:
+    obj = pod(f"{policy}-{gpus}", policy, gpus)
+    fits = {n["node"] for n in explain(cluster, obj, namespace, tmp_path)["nodes"] if n["fits"]}
+    assert fits, f"explain finds no node for {policy} with {gpus} GPUs"
+    create(obj, namespace)
+    assert wait_bound(kubectl, namespace, obj["metadata"]["name"]) in fits
+
+
+def test_a_pod_explain_places_nowhere_stays_pending_and_apply_warns(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    obj = pod("nowhere", "single-numa-partial", 4)
+    result = explain(cluster, obj, namespace, tmp_path)
+    assert not any(n["fits"] for n in result["nodes"])
+    assert all(n["reason"] for n in result["nodes"])
+    applied = kubectl.run("apply", "-n", namespace, "-f", "-", input=json.dumps(obj))
+    assert "no node fits placement policy single-numa-partial" in applied.stderr, applied.stderr
+    assert "kubectl topoplace explain" in applied.stderr, applied.stderr
+    procs.wait_for(
+        lambda: events(kubectl, namespace, "nowhere", "FailedScheduling"),
+        "a FailedScheduling event for pod nowhere",
+    )
+    assert kubectl.json("get", "pod", "nowhere", "-n", namespace)["spec"].get("nodeName") is None
