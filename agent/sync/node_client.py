@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -21,6 +20,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from agent.sync.node_diff import NodeMeta
+from common.api_errors import retry_after
 from common.kube_config import load_configuration
 
 __all__ = [
@@ -106,20 +106,6 @@ class NodeState:
     resource_version: str
 
 
-def _retry_after(headers: Mapping[str, str] | None) -> float | None:
-    value = (headers or {}).get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:  # the HTTP-date form
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
-
-
 def _typed(exc: client.ApiException, what: str) -> NodeApiError:
     status = int(exc.status or 0)
     message = f"{what}: HTTP {status} {exc.reason or ''}".strip()
@@ -128,9 +114,9 @@ def _typed(exc: client.ApiException, what: str) -> NodeApiError:
     if status == 409:
         return NodeConflict(message, status=status)
     if status == 429:
-        return ApiThrottled(message, status=status, retry_after=_retry_after(exc.headers))
+        return ApiThrottled(message, status=status, retry_after=retry_after(exc.headers))
     if status >= 500:
-        return ApiServerError(message, status=status, retry_after=_retry_after(exc.headers))
+        return ApiServerError(message, status=status, retry_after=retry_after(exc.headers))
     return ApiRejected(message, status=status)
 
 

@@ -26,6 +26,7 @@ import aiohttp
 from kubernetes_asyncio import client, watch
 
 from agent.cache.lease import drop, lease_and_check, release, sweep
+from common.api_errors import describe
 from common.backoff import Backoff, BackoffPolicy, Sleep
 from common.cache_layout import LEASE_DIR, TEMP_PREFIX
 
@@ -119,12 +120,7 @@ class PodLeases:
                 await _stopped(stop, self._watch(version))
             except (client.ApiException, aiohttp.ClientError, TimeoutError, OSError) as exc:
                 delay = self._backoff.next_delay()
-                log.warning(
-                    "pod watch failed: %s; listing again in %.1fs",
-                    getattr(exc, "reason", None) or exc,
-                    delay,
-                    extra={"error": str(exc)},
-                )
+                log.warning("pod watch failed: %s; listing again in %.1fs", describe(exc), delay)
                 if await _stopped(stop, self._sleep(delay)):
                     return
 

@@ -26,6 +26,7 @@ import aiohttp
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from common.api_errors import describe, retry_after
 from common.backoff import Backoff, BackoffPolicy, Sleep
 from webhook.claims.templates import MANAGED_SELECTOR, Plan, desired_templates, plan_changes
 from webhook.policy.loader import PolicySet
@@ -98,10 +99,10 @@ class TemplateReconciler:
                 plan = await self.reconcile_once()
             except _ERRORS as exc:
                 self.ready = False
-                delay = backoff.next_delay(retry_after=_retry_after(exc))
+                delay = backoff.next_delay(retry_after=retry_after(getattr(exc, "headers", None)))
                 logger.warning(
                     "claim template pass failed; retrying",
-                    extra={"error": _describe(exc), "retry_in_s": round(delay, 2)},
+                    extra={"error": describe(exc), "retry_in_s": round(delay, 2)},
                 )
                 await self._sleep(delay)
                 self._dirty.set()
@@ -177,7 +178,7 @@ class TemplateReconciler:
                     extra={
                         "namespace": meta["namespace"],
                         "template": meta["name"],
-                        "error": _describe(exc),
+                        "error": describe(exc),
                     },
                 )
             else:
@@ -209,10 +210,10 @@ class TemplateReconciler:
                         backoff.reset()
                         self.poke()
             except _ERRORS as exc:
-                delay = backoff.next_delay(retry_after=_retry_after(exc))
+                delay = backoff.next_delay(retry_after=retry_after(getattr(exc, "headers", None)))
                 logger.info(
                     "watch interrupted; reopening",
-                    extra={"error": _describe(exc), "retry_in_s": round(delay, 2)},
+                    extra={"error": describe(exc), "retry_in_s": round(delay, 2)},
                 )
                 await self._sleep(delay)
             self.poke()  # events may have been missed while the watch was down
@@ -234,16 +235,5 @@ async def _raw(call: Any) -> dict[str, Any]:
     return json.loads(data)
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    headers = getattr(exc, "headers", None) or {}
-    value = headers.get("Retry-After") if hasattr(headers, "get") else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"

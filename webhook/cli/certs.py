@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common.api_errors import describe, retry_after
 from common.cluster_flags import add_kubeconfig_argument
 from webhook.certs.sync import CertSync, ConflictStorm, Settings, WebhookConfigMissing
 
@@ -94,18 +95,9 @@ def _describe(exc: BaseException) -> str:
             f"HTTP {status} {getattr(exc, 'reason', '')}: check the webhook ServiceAccount's "
             "Role/ClusterRole (secrets get/create/update, mutatingwebhookconfigurations get/patch)"
         )
-    if status is not None:
-        return f"HTTP {status} {getattr(exc, 'reason', '')}".strip()
-    return f"{type(exc).__name__}: {exc}"
+    return describe(exc)
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds from a 429's Retry-After header, if the API server sent one."""
-    headers = getattr(exc, "headers", None) or {}
-    try:
-        return float(headers.get("Retry-After", ""))
-    except ValueError:
-        return None
 
 
 async def run_loop(
@@ -130,7 +122,7 @@ async def run_loop(
             if settings.once and backoff.attempts + 1 >= _ONCE_ATTEMPTS:
                 log.error("certificate sync failed, giving up (--once): %s", _describe(exc))
                 return 1
-            delay = backoff.next_delay(retry_after=_retry_after(exc))
+            delay = backoff.next_delay(retry_after=retry_after(getattr(exc, "headers", None)))
             log.warning(
                 "certificate sync failed (%s); retrying in %.1f s",
                 _describe(exc),

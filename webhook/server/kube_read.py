@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from common.api_errors import retry_after
 from webhook import jsonio
 
 __all__ = ["ApiError", "list_all", "read_json"]
@@ -28,12 +29,6 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
 
-def _retry_after(headers: Any) -> float | None:
-    try:
-        value = float(headers.get("Retry-After", ""))
-    except (TypeError, ValueError):
-        return None
-    return value if value > 0 else None
 
 
 async def read_json(response: Any) -> Any:
@@ -46,7 +41,7 @@ async def read_json(response: Any) -> Any:
         message = body.decode("utf-8", "replace")[:300]
         with contextlib.suppress(ValueError, AttributeError):
             message = str(jsonio.loads(body).get("message") or message)
-        raise ApiError(response.status, message, _retry_after(response.headers))
+        raise ApiError(response.status, message, retry_after(response.headers))
     return jsonio.loads(body)
 
 
