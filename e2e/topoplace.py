@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from common.cache_layout import DEFAULT_CACHE_ROOT
 from e2e import nodes, procs
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl, get_url, write_kubeconfig
@@ -291,6 +292,8 @@ def start_agents(
                 f"--kubeconfig={kubeconfig}",
                 f"--metrics-port={port}",
                 "--metrics-host=127.0.0.1",
+                # Pods mount the cache at its host path; this agent sees it at the fixture's.
+                f"--dataset-host-root={DEFAULT_CACHE_ROOT}",
             ],
         )
         started[f"agent-{node}"] = _start(cp, f"agent-{node}", agent.argv, agent.env)
@@ -311,7 +314,7 @@ def _agent_volumes(
     """
     fixtures = {
         "/sys": Path(paths["sysfs"]),
-        "/var/lib/topoplace/datasets": Path(paths["datasets"]),
+        str(DEFAULT_CACHE_ROOT): Path(paths["datasets"]),
         "/var/lib/kubelet/config.yaml": Path(paths["kubelet_config"]),
     }
     out: dict[str, Path] = {}

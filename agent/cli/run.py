@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import PurePosixPath
 
 from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
 
@@ -52,6 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--metrics-host", default="0.0.0.0", metavar="ADDR", help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--dataset-host-root",
+        type=PurePosixPath,
+        default=None,
+        metavar="DIR",
+        help="the cache root as pods mount it (their hostPath), where the agent sees it "
+        "elsewhere (default: --dataset-root)",
     )
     parser.add_argument(
         "--no-dataset-leases",
@@ -104,7 +113,12 @@ async def _serve(args: argparse.Namespace) -> int:
         if args.dataset_leases:
             from agent.sync.pod_watch import PodLeases
 
-            keeper = PodLeases(nodes.api, node_name=args.node_name, cache_root=options.dataset_root)
+            keeper = PodLeases(
+                nodes.api,
+                node_name=args.node_name,
+                cache_root=options.dataset_root,
+                host_root=args.dataset_host_root,
+            )
             leasing.add(asyncio.create_task(keeper.run(stop)))
         from agent.cli.audit import start_monitor
 

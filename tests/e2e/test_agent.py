@@ -95,7 +95,8 @@ def test_a_restart_on_unchanged_hardware_writes_nothing(cluster: Cluster) -> Non
             ["label", "node", "dgx-h100-a", "example.com/team=ml"],
         ),
         ("its own node's taints", ["taint", "node", "dgx-h100-a", "topoplace.io/x=y:NoSchedule"]),
-        ("anything but nodes", ["get", "pods", "-n", "topoplace-system"]),
+        ("Secrets", ["get", "secrets", "-n", "topoplace-system"]),
+        ("pods, which it may only read", ["delete", "pod", "x", "-n", "topoplace-system"]),
         ("a ConfigMap", ["create", "configmap", "x", "-n", "topoplace-system"]),
     ],
 )

@@ -104,7 +104,7 @@ def imagenet_on(cluster: Cluster, kubectl: Kubectl) -> Iterator[Callable[[str], 
     def put(node: str) -> Path:
         root = Path(cluster.nodes[node]["datasets"])
         version = cache_layout.version_dir(root, "imagenet", "2024-06")
-        version.mkdir(parents=True)
+        version.mkdir(parents=True, exist_ok=True)
         (version / "train-00000.tar").write_bytes(b"\0" * 1024)
         marker = cache_layout.marker_path(root, "imagenet", "2024-06")
         marker.write_text(
@@ -150,3 +150,27 @@ def test_a_cached_dataset_is_labelled_within_2s_and_attracts_the_next_pod(
     # dgx-h100-a and -b are otherwise equal; the policy prefers the node holding imagenet.
     create(training_pod("ddp-hgx-full-node", 8, "ddp-cached"), namespace)
     assert wait_bound(kubectl, namespace, "ddp-cached") == node
+
+
+def test_a_pod_using_a_cached_version_holds_a_lease_until_it_is_gone(
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    create: Callable[..., Any],
+    imagenet_on: Callable[[str], Path],
+) -> None:
+    # The agent's pod watch (through the real API server) leases what bound pods mount, so
+    # eviction can never take a version a running job reads.
+    node = "dgx-h100-b"
+    imagenet_on(node)
+    procs.wait_for(
+        lambda: node_labels(kubectl, node).get(dataset_label("imagenet")),
+        f"imagenet labelled on {node}",
+    )
+    stored = json.loads(create(training_pod("ddp-hgx-full-node", 8, "reader"), namespace).stdout)
+    assert wait_bound(kubectl, namespace, "reader") == node
+    leases = cache_layout.lease_dir(Path(cluster.nodes[node]["datasets"]), "imagenet", "2024-06")
+    uid = stored["metadata"]["uid"]
+    procs.wait_for(lambda: (leases / uid).exists(), f"the agent's lease for pod reader in {leases}")
+    kubectl("delete", "pod", "reader", "-n", namespace, "--grace-period=0", "--force")
+    procs.wait_for(lambda: not (leases / uid).exists(), "the lease of deleted pod reader dropped")
