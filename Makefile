@@ -68,25 +68,7 @@ image:
 	elif command -v podman >/dev/null 2>&1; then \
 		podman build -t topoplace:dev . ; \
 	else \
-		echo "make # The real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
-# kubectl) built from source with Go >= 1.26 into ~/.cache/topoplace/e2e/<versions>/bin.
-e2e-bin:
-	bash e2e/build-bin.sh
-
-# Start it on 127.0.0.1 with Topoplace installed and simulated nodes; leaves it running.
-cluster: $(VENV)/.stamp-runtime e2e-bin
-	$(PY) -m e2e.cluster up
-
-cluster-down: $(VENV)/.stamp-runtime
-	$(PY) -m e2e.cluster down
-
-# Cluster up, the scenarios in tests/e2e, cluster down (also when a scenario fails).
-e2e: $(VENV)/.stamp-test e2e-bin
-	@$(PY) -m e2e.cluster up || { $(PY) -m e2e.cluster down; exit 1; }; \
-	$(PY) -m pytest -q -m e2e -p no:cacheprovider tests/e2e; rc=$$?; \
-	$(PY) -m e2e.cluster down; exit $$rc
-
-image: no running container engine (docker or podman) found" >&2; exit 1; \
+		echo "make image: no running container engine (docker or podman) found" >&2; exit 1; \
 	fi
 
 clean:
