@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from kubernetes_asyncio import client, config
 
-__all__ = ["ConfigError", "load_configuration"]
+__all__ = ["ConfigError", "load_configuration", "load_configuration_until_ready"]
 
 log = logging.getLogger(__name__)
 
@@ -48,3 +49,20 @@ async def load_configuration(kubeconfig: Path | None) -> client.Configuration:
             "account, or pass --kubeconfig FILE / set KUBECONFIG"
         ) from exc
     return cfg
+
+
+async def load_configuration_until_ready(
+    kubeconfig: Path | None,
+    *,
+    what: str,
+    sleep: Callable[[float], Awaitable[None]],
+    next_delay: Callable[[], float],
+) -> client.Configuration:
+    """`load_configuration`, retried with the caller's backoff while there is none yet: a
+    long-running watcher keeps trying (and its process keeps serving) instead of exiting."""
+    while True:
+        try:
+            return await load_configuration(kubeconfig)
+        except ConfigError as exc:
+            log.warning("%s: no cluster configuration; retrying", what, extra={"error": str(exc)})
+            await sleep(next_delay())

@@ -101,17 +101,11 @@ class NodeCache:
         webhook keeps serving admission without the warning meanwhile."""
         from kubernetes_asyncio import client
 
-        from common.kube_config import ConfigError, load_configuration
+        from common.kube_config import load_configuration_until_ready
 
-        while True:
-            try:
-                cfg = await load_configuration(kubeconfig)
-                break
-            except ConfigError as exc:
-                logger.warning(
-                    "node cache: no cluster configuration; retrying", extra={"error": str(exc)}
-                )
-                await self._sleep(self._backoff.next_delay())
+        cfg = await load_configuration_until_ready(
+            kubeconfig, what="node cache", sleep=self._sleep, next_delay=self._backoff.next_delay
+        )
         async with client.ApiClient(cfg) as api:
             await self.follow(client.CoreV1Api(api))
 

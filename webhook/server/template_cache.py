@@ -51,18 +51,14 @@ class TemplateCache:
         """List and watch until cancelled."""
         from kubernetes_asyncio import client
 
-        from common.kube_config import ConfigError, load_configuration
+        from common.kube_config import load_configuration_until_ready
 
-        while True:
-            try:
-                cfg = await load_configuration(kubeconfig)
-                break
-            except ConfigError as exc:
-                logger.warning(
-                    "template cache: no cluster configuration; retrying",
-                    extra={"error": str(exc)},
-                )
-                await self._sleep(self._backoff.next_delay())
+        cfg = await load_configuration_until_ready(
+            kubeconfig,
+            what="template cache",
+            sleep=self._sleep,
+            next_delay=self._backoff.next_delay,
+        )
         async with client.ApiClient(cfg) as api:
             await self.follow(client.ResourceV1Api(api))
 
