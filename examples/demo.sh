@@ -2,7 +2,8 @@
 # `make demo`: what Topoplace does, on this machine, with no cluster.
 # 1. validate the example policies; 2. mutate example training workloads offline and show the
 # diff and warnings; 3. run the real HTTPS admission server and send it one AdmissionReview;
-# 4. discover this machine's hardware as the node agent would label it, then a DGX H100 fixture.
+# 4. discover this machine's hardware as the node agent would label it, then a DGX H100 fixture;
+# 6. explain, node by node, where a pod fits in an example fleet; 7. a DRA policy's claims.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,3 +32,13 @@ fixture=$(mktemp -d)
 trap 'rm -rf "${fixture}"' EXIT
 python -c 'import sys; from tests.agent.discovery.machines import build; build("dgx-h100", __import__("pathlib").Path(sys.argv[1]))' "${fixture}"
 topoplace-agent discover --sysfs-root "${fixture}" --no-nvml --output table
+
+section "6. Why is my pod Pending? explain on an example fleet (docs/examples/nodes.yaml)"
+# Exit 1 means no node fits; the demo fleet has nodes that do, so this exits 0.
+topoplace-webhook explain --policies policies/ --nodes docs/examples/nodes.yaml docs/examples/ddp-8gpu.yaml
+
+section "7. A DRA policy: GPU limits become claims on ResourceClaimTemplates it keeps"
+topoplace-webhook mutate --policies docs/examples/dra/policies docs/examples/dra/trainer-pod.yaml \
+    --output diff 2>&1
+topoplace-webhook mutate --policies docs/examples/dra/policies docs/examples/dra/trainer-pod.yaml \
+    --output templates
