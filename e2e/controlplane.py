@@ -131,6 +131,10 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,"
             "ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
+            # It taints every new Node not-ready until node-lifecycle-controller sees the
+            # kubelet's Ready heartbeat; with no kubelet here that taint would never go, for
+            # our simulated nodes or any Node a user registers.
+            "--disable-admission-plugins=TaintNodesByCondition",
             f"--audit-policy-file={audit_policy}",
             f"--audit-log-path={procs.log_path(state, 'audit')}",
             "--audit-log-format=json",

@@ -56,9 +56,6 @@ def register_nodes(cp: ControlPlane, k: Kubectl, say: Say) -> dict[str, dict[str
             "-p",
             json.dumps({"status": obj["status"]}),
         )
-        # TaintNodesByCondition put not-ready on it at create; the kubelet's first Ready status
-        # would lift it, and no node-lifecycle controller runs here to do that.
-        k.run("taint", "node", node.name, "node.kubernetes.io/not-ready-", check=False)
         out[node.name] = {
             "machine": node.machine,
             "sysfs": str(paths.sysfs),
