@@ -123,3 +123,17 @@ def events(kubectl: Kubectl, namespace: str, name: str, reason: str) -> list[dic
 
 def node_labels(kubectl: Kubectl, node: str) -> dict[str, str]:
     return kubectl.json("get", "node", node)["metadata"].get("labels", {})
+
+
+def patch_policies(kubectl: Kubectl, data: dict[str, str | None]) -> None:
+    """Merge `data` into the policies ConfigMap as an operator would (None removes a file)."""
+    kubectl(
+        "patch",
+        "configmap",
+        "topoplace-policies",
+        "-n",
+        "topoplace-system",
+        "--type=merge",
+        "-p",
+        json.dumps({"data": data}),
+    )

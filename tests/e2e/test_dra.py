@@ -15,7 +15,7 @@ from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.e2e import dra_slices
-from tests.e2e.helpers import events, wait_bound
+from tests.e2e.helpers import events, patch_policies, wait_bound
 
 MANAGED = "app.kubernetes.io/managed-by=topoplace"
 
@@ -72,29 +72,9 @@ def slices(cluster: Cluster) -> Iterator[list[dict[str, Any]]]:
 def dra_policies(cluster: Cluster) -> Iterator[dict[str, str]]:
     """The DRA policies added to the policies ConfigMap, removed again afterwards."""
     kubectl = cluster.kubectl
-    patch = {"data": POLICIES}
-    kubectl(
-        "patch",
-        "configmap",
-        "topoplace-policies",
-        "-n",
-        "topoplace-system",
-        "--type=merge",
-        "-p",
-        json.dumps(patch),
-    )
+    patch_policies(kubectl, POLICIES)
     yield POLICIES
-    removal = {"data": dict.fromkeys(POLICIES)}  # null removes a key in a merge patch
-    kubectl(
-        "patch",
-        "configmap",
-        "topoplace-policies",
-        "-n",
-        "topoplace-system",
-        "--type=merge",
-        "-p",
-        json.dumps(removal),
-    )
+    patch_policies(kubectl, dict.fromkeys(POLICIES))
 
 
 def templates(kubectl: Kubectl, namespace: str) -> set[str]:
@@ -232,32 +212,14 @@ def test_templates_follow_policies_and_foreign_templates_survive(
         },
     }
     kubectl("create", "-n", dra_namespace, "-f", "-", input=json.dumps(foreign))
-    kubectl(
-        "patch",
-        "configmap",
-        "topoplace-policies",
-        "-n",
-        "topoplace-system",
-        "--type=merge",
-        "-p",
-        json.dumps({"data": {"e2e-dra-numa.yaml": None}}),
-    )
+    patch_policies(kubectl, {"e2e-dra-numa.yaml": None})
     procs.wait_for(
         lambda: "topoplace-dra-numa-4gpu" not in templates(kubectl, dra_namespace),
         "template topoplace-dra-numa-4gpu deleted with its policy",
     )
     assert templates(kubectl, dra_namespace) == EXPECTED - {"topoplace-dra-numa-4gpu"}
     kubectl("get", "resourceclaimtemplate", "topoplace-dra-pairs-16gpu", "-n", dra_namespace)
-    kubectl(
-        "patch",
-        "configmap",
-        "topoplace-policies",
-        "-n",
-        "topoplace-system",
-        "--type=merge",
-        "-p",
-        json.dumps({"data": {"e2e-dra-numa.yaml": POLICIES["e2e-dra-numa.yaml"]}}),
-    )
+    patch_policies(kubectl, {"e2e-dra-numa.yaml": POLICIES["e2e-dra-numa.yaml"]})
     procs.wait_for(
         lambda: templates(kubectl, dra_namespace) >= EXPECTED,
         "template topoplace-dra-numa-4gpu back with its policy",

@@ -16,6 +16,7 @@ import pytest
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl, get_url
+from tests.e2e.helpers import patch_policies
 from webhook.certs.keys import KeyPair, make_serving_cert
 from webhook.vocabulary import APPLIED_ANNOTATION
 
@@ -62,16 +63,7 @@ def metric(name: str, labels: str = "") -> float:
 def policies_configmap(kubectl: Kubectl) -> Iterator[dict[str, Any]]:
     original = kubectl.json("get", "configmap", "topoplace-policies", "-n", "topoplace-system")
     yield original
-    kubectl(
-        "patch",
-        "configmap",
-        "topoplace-policies",
-        "-n",
-        "topoplace-system",
-        "--type=merge",
-        "-p",
-        json.dumps({"data": original["data"]}),
-    )
+    patch_policies(kubectl, original["data"])
 
 
 def test_policy_edits_reach_the_next_admission_and_a_broken_one_changes_nothing(
@@ -98,16 +90,7 @@ def test_policy_edits_reach_the_next_admission_and_a_broken_one_changes_nothing(
     errors = metric("topoplace_webhook_policy_reload_errors_total")
     broken = edited["data"][KEY].replace("cpuPerGpu: 12", "cpuPerGpu: lots")
     assert broken != edited["data"][KEY]
-    kubectl(
-        "patch",
-        "configmap",
-        "topoplace-policies",
-        "-n",
-        "topoplace-system",
-        "--type=merge",
-        "-p",
-        json.dumps({"data": {KEY: broken}}),
-    )
+    patch_policies(kubectl, {KEY: broken})
     procs.wait_for(
         lambda: metric("topoplace_webhook_policy_reload_errors_total") > errors,
         "topoplace_webhook_policy_reload_errors_total to count the broken edit",
