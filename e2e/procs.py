@@ -9,9 +9,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
     "ProcessDied",
@@ -71,6 +71,24 @@ def alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _logged(
+    state: Path, name: str, argv: Sequence[str], env: Mapping[str, str] | None
+) -> Iterator[dict[str, Any]]:
+    """The keyword arguments for running `argv` with its output appended to logs/<name>.log."""
+    log = log_path(state, name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        out.write(f"$ {' '.join(argv)}\n".encode())
+        out.flush()
+        yield {
+            "stdin": subprocess.DEVNULL,
+            "stdout": out,
+            "stderr": subprocess.STDOUT,
+            "env": {**os.environ, **(env or {})},
+        }
+
+
 def start(
     state: Path,
     name: str,
@@ -80,21 +98,9 @@ def start(
     cwd: Path | None = None,
 ) -> int:
     """Start `argv` in its own session (it outlives `make cluster`), log to logs/<name>.log."""
-    log = log_path(state, name)
-    log.parent.mkdir(parents=True, exist_ok=True)
     _pid_file(state, name).parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        out.write(f"$ {' '.join(argv)}\n".encode())
-        out.flush()
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            cwd=cwd,
-            start_new_session=True,
-        )
+    with _logged(state, name, argv, env) as io:
+        proc = subprocess.Popen(list(argv), cwd=cwd, start_new_session=True, **io)
     _pid_file(state, name).write_text(f"{proc.pid}\n")
     return proc.pid
 
@@ -109,21 +115,8 @@ def run_once(
     timeout: float = 60,
 ) -> int:
     """Run `argv` to completion (an init container), logging to logs/<name>.log."""
-    log = log_path(state, name)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        out.write(f"$ {' '.join(argv)}\n".encode())
-        out.flush()
-        return subprocess.run(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-            cwd=cwd,
-            timeout=timeout,
-            check=False,
-        ).returncode
+    with _logged(state, name, argv, env) as io:
+        return subprocess.run(list(argv), cwd=cwd, timeout=timeout, check=False, **io).returncode
 
 
 def running(state: Path) -> dict[str, int]:
