@@ -22,23 +22,13 @@ from typing import Any
 import jsonpatch
 from aiohttp import web
 
+from tests.agent.sync.fake_objects import status
+
 __all__ = ["FakeApiServer", "running"]
 
 _SECRET = "/api/v1/namespaces/{ns}/secrets"
 _MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
 
-
-def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    return web.json_response(body, status=code)
 
 
 class FakeApiServer:
@@ -76,7 +66,7 @@ class FakeApiServer:
         self.requests.append((request.method, request.path))
         if self.fail_next > 0:
             self.fail_next -= 1
-            response = _status(self.fail_status, "InternalError", "injected failure")
+            response = status(self.fail_status, "InternalError", "injected failure")
             response.headers.update(self.fail_headers)
             return response
         return await handler(request)
@@ -89,7 +79,7 @@ class FakeApiServer:
             await self._release.wait()
         key = (request.match_info["ns"], request.match_info["name"])
         if key not in self.secrets:
-            return _status(404, "NotFound", f'secrets "{key[1]}" not found')
+            return status(404, "NotFound", f'secrets "{key[1]}" not found')
         return web.json_response(self.secrets[key])
 
     async def _create_secret(self, request: web.Request) -> web.Response:
@@ -99,7 +89,7 @@ class FakeApiServer:
         if self.before_secret_write is not None:
             self.before_secret_write()
         if (ns, name) in self.secrets:
-            return _status(409, "AlreadyExists", f'secrets "{name}" already exists')
+            return status(409, "AlreadyExists", f'secrets "{name}" already exists')
         body["metadata"]["namespace"] = ns
         body["metadata"]["resourceVersion"] = self.bump()
         self.secrets[(ns, name)] = body
@@ -112,17 +102,17 @@ class FakeApiServer:
             self.before_secret_write()
         current = self.secrets.get(key)
         if current is None:
-            return _status(404, "NotFound", f'secrets "{key[1]}" not found')
+            return status(404, "NotFound", f'secrets "{key[1]}" not found')
         sent_version = body["metadata"].get("resourceVersion")
         if sent_version and sent_version != current["metadata"]["resourceVersion"]:
-            return _status(
+            return status(
                 409,
                 "Conflict",
                 f'Operation cannot be fulfilled on secrets "{key[1]}": the object has been '
                 "modified; please apply your changes to the latest version and try again",
             )
         if body.get("type", "Opaque") != current.get("type", "Opaque"):
-            return _status(422, "Invalid", "Secret type is immutable")
+            return status(422, "Invalid", "Secret type is immutable")
         body["metadata"]["resourceVersion"] = self.bump()
         self.secrets[key] = body
         return web.json_response(body)
@@ -130,20 +120,20 @@ class FakeApiServer:
     async def _get_mwc(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         if name not in self.webhook_configs:
-            return _status(404, "NotFound", f'mutatingwebhookconfigurations "{name}" not found')
+            return status(404, "NotFound", f'mutatingwebhookconfigurations "{name}" not found')
         return web.json_response(self.webhook_configs[name])
 
     async def _patch_mwc(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         if request.content_type != "application/json-patch+json":
-            return _status(415, "UnsupportedMediaType", f"unexpected {request.content_type}")
+            return status(415, "UnsupportedMediaType", f"unexpected {request.content_type}")
         if name not in self.webhook_configs:
-            return _status(404, "NotFound", f'mutatingwebhookconfigurations "{name}" not found')
+            return status(404, "NotFound", f'mutatingwebhookconfigurations "{name}" not found')
         ops = json.loads(await request.read())
         try:
             patched = jsonpatch.apply_patch(self.webhook_configs[name], ops)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-            return _status(422, "Invalid", f"the server rejected our request: {exc}")
+            return status(422, "Invalid", f"the server rejected our request: {exc}")
         patched["metadata"]["resourceVersion"] = self.bump()
         self.webhook_configs[name] = patched
         return web.json_response(patched)

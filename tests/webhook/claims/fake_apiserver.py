@@ -20,22 +20,12 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.agent.sync.fake_objects import status
+
 __all__ = ["FakeApiServer", "running"]
 
 _TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
 
-
-def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    return web.json_response(body, status=code)
 
 
 def _matches(obj: dict[str, Any], selector: str | None) -> bool:
@@ -105,7 +95,7 @@ class FakeApiServer:
         self.requests.append((request.method, request.path))
         if self.fail_next > 0:
             self.fail_next -= 1
-            return _status(500, "InternalError", "injected failure")
+            return status(500, "InternalError", "injected failure")
         return await handler(request)
 
     async def _list_namespaces(self, request: web.Request) -> web.StreamResponse:
@@ -150,11 +140,11 @@ class FakeApiServer:
         name = body["metadata"]["name"]
         namespace = self.namespaces.get(ns)
         if namespace is None:
-            return _status(404, "NotFound", f'namespaces "{ns}" not found')
+            return status(404, "NotFound", f'namespaces "{ns}" not found')
         if namespace["status"]["phase"] == "Terminating":
-            return _status(403, "Forbidden", f"namespace {ns} is being terminated")
+            return status(403, "Forbidden", f"namespace {ns} is being terminated")
         if (ns, name) in self.templates:
-            return _status(409, "AlreadyExists", f'resourceclaimtemplates "{name}" already exists')
+            return status(409, "AlreadyExists", f'resourceclaimtemplates "{name}" already exists')
         body["metadata"]["namespace"] = ns
         body["metadata"]["resourceVersion"] = self.bump()
         self.templates[(ns, name)] = body
@@ -165,11 +155,11 @@ class FakeApiServer:
         key = (request.match_info["ns"], request.match_info["name"])
         current = self.templates.get(key)
         if current is None:
-            return _status(404, "NotFound", f'resourceclaimtemplates "{key[1]}" not found')
+            return status(404, "NotFound", f'resourceclaimtemplates "{key[1]}" not found')
         options = await request.json() if request.can_read_body else {}
         wanted = (options.get("preconditions") or {}).get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
-            return _status(409, "Conflict", "Precondition failed: resourceVersion mismatch")
+            return status(409, "Conflict", "Precondition failed: resourceVersion mismatch")
         del self.templates[key]
         self._notify("templates", "DELETED", current)
         return web.json_response(current)  # as the API server answers a delete
