@@ -137,3 +137,28 @@ def patch_policies(kubectl: Kubectl, data: dict[str, str | None]) -> None:
         "-p",
         json.dumps({"data": data}),
     )
+
+
+def training_pod(
+    name: str, policy: str, gpus: int, *, machine: str | None = None
+) -> dict[str, Any]:
+    """An opted-in torchrun pod asking for `gpus` GPUs, optionally pinned to a machine class."""
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
+                "resources": {"limits": {"nvidia.com/gpu": gpus}},
+            }
+        ],
+    }
+    if machine is not None:
+        spec["nodeSelector"] = {"node.kubernetes.io/instance-type": machine}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"topoplace.io/policy": policy}},
+        "spec": spec,
+    }

@@ -15,7 +15,7 @@ from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.e2e import dra_slices
-from tests.e2e.helpers import events, patch_policies, wait_bound
+from tests.e2e.helpers import events, patch_policies, training_pod, wait_bound
 
 MANAGED = "app.kubernetes.io/managed-by=topoplace"
 
@@ -103,26 +103,6 @@ def dra_namespace(
     return namespace
 
 
-def trainer(name: str, policy_name: str, gpus: int, machine: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"topoplace.io/policy": policy_name}},
-        "spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": {"node.kubernetes.io/instance-type": machine},
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                    "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
-                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
-                }
-            ],
-        },
-    }
-
-
 def allocated_claim(kubectl: Kubectl, namespace: str, pod: str) -> dict[str, Any]:
     def claim() -> dict[str, Any] | None:
         status = kubectl.json("get", "pod", pod, "-n", namespace).get("status", {})
@@ -138,7 +118,9 @@ def allocated_claim(kubectl: Kubectl, namespace: str, pod: str) -> dict[str, Any
 def test_each_gpu_is_allocated_beside_its_nic_on_the_dgx_h100(
     kubectl: Kubectl, dra_namespace: str, create: Callable[..., Any], slices: list[Any]
 ) -> None:
-    stored = json.loads(create(trainer("pairs", "dra-pairs", 8, "dgx-h100"), dra_namespace).stdout)
+    stored = json.loads(
+        create(training_pod("pairs", "dra-pairs", 8, machine="dgx-h100"), dra_namespace).stdout
+    )
     refs = stored["spec"]["resourceClaims"]
     assert [r["resourceClaimTemplateName"] for r in refs] == ["topoplace-dra-pairs-8gpu"]
     limits = stored["spec"]["containers"][0]["resources"].get("limits", {})
@@ -154,7 +136,7 @@ def test_pairs_no_node_can_align_stay_pending_with_the_schedulers_reason(
     kubectl: Kubectl, dra_namespace: str, create: Callable[..., Any]
 ) -> None:
     # The PCIe server has two RDMA NICs, each on the root complex of one of its four GPUs.
-    create(trainer("unaligned", "dra-pairs", 4, "pcie-l40s"), dra_namespace)
+    create(training_pod("unaligned", "dra-pairs", 4, machine="pcie-l40s"), dra_namespace)
     failed = procs.wait_for(
         lambda: events(kubectl, dra_namespace, "unaligned", "FailedScheduling"),
         "a FailedScheduling event for pod unaligned",
@@ -170,7 +152,7 @@ def test_pairs_no_node_can_align_stay_pending_with_the_schedulers_reason(
 def test_numa_alignment_with_single_numa_puts_four_gpus_on_one_numa_node(
     kubectl: Kubectl, dra_namespace: str, create: Callable[..., Any], slices: list[Any]
 ) -> None:
-    create(trainer("numa", "dra-numa", 4, "dgx-h100"), dra_namespace)
+    create(training_pod("numa", "dra-numa", 4, machine="dgx-h100"), dra_namespace)
     wait_bound(kubectl, dra_namespace, "numa")
     claim = allocated_claim(kubectl, dra_namespace, "numa")
     pairs = dra_slices.allocated_pairs(claim, slices, attribute=dra_slices.NUMA_NODE)
@@ -181,7 +163,7 @@ def test_numa_alignment_with_single_numa_puts_four_gpus_on_one_numa_node(
 def test_a_count_without_a_template_takes_the_device_plugin_path_with_a_warning(
     kubectl: Kubectl, dra_namespace: str
 ) -> None:
-    pod = trainer("one-gpu", "dra-pairs", 1, "dgx-h100")
+    pod = training_pod("one-gpu", "dra-pairs", 1, machine="dgx-h100")
     done = kubectl.run(
         "create", "-n", dra_namespace, "-f", "-", "-o", "json", input=json.dumps(pod)
     )

@@ -16,28 +16,9 @@ import pytest
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-from tests.e2e.helpers import REPO, events, wait_bound
+from tests.e2e.helpers import REPO, events, training_pod, wait_bound
 
 PLUGIN = str(Path(sys.executable).with_name("kubectl-topoplace"))
-
-
-def pod(name: str, policy: str, gpus: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"topoplace.io/policy": policy}},
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                    "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
-                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
-                }
-            ],
-        },
-    }
 
 
 def explain(cluster: Cluster, obj: dict[str, Any], namespace: str, tmp: Path) -> dict[str, Any]:
@@ -77,7 +58,7 @@ def test_the_scheduler_binds_where_explain_says_the_pod_fits(
     policy: str,
     gpus: int,
 ) -> None:
-    obj = pod(f"{policy}-{gpus}", policy, gpus)
+    obj = training_pod(f"{policy}-{gpus}", policy, gpus)
     fits = {n["node"] for n in explain(cluster, obj, namespace, tmp_path)["nodes"] if n["fits"]}
     assert fits, f"explain finds no node for {policy} with {gpus} GPUs"
     create(obj, namespace)
@@ -87,7 +68,7 @@ def test_the_scheduler_binds_where_explain_says_the_pod_fits(
 def test_a_pod_explain_places_nowhere_stays_pending_and_apply_warns(
     cluster: Cluster, kubectl: Kubectl, namespace: str, tmp_path: Path
 ) -> None:
-    obj = pod("nowhere", "single-numa-partial", 4)
+    obj = training_pod("nowhere", "single-numa-partial", 4)
     result = explain(cluster, obj, namespace, tmp_path)
     assert not any(n["fits"] for n in result["nodes"])
     assert all(n["reason"] for n in result["nodes"])

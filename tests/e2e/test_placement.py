@@ -17,30 +17,11 @@ from common.vocabulary import Label, dataset_label
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-from tests.e2e.helpers import REPO, events, node_labels, wait_bound
+from tests.e2e.helpers import REPO, events, node_labels, training_pod, wait_bound
 from webhook.policy.loader import load_policy_dir
 
 POLICIES = load_policy_dir(REPO / "policies")
 LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-
-
-def training_pod(policy: str, gpus: int, name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"topoplace.io/policy": policy}},
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                    "command": ["torchrun", f"--nproc-per-node={gpus}", "train.py"],
-                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
-                }
-            ],
-        },
-    }
 
 
 def satisfies(labels: dict[str, str], policy_name: str, gpus: int) -> bool:
@@ -70,7 +51,7 @@ def test_full_node_ddp_pods_land_only_where_the_policy_allows(
     allowed = fitting_nodes(cluster, kubectl, "ddp-hgx-full-node", 8)
     assert allowed == {"dgx-h100-a", "dgx-h100-b"}  # the fixtures' labels, as discover says
     for i in range(len(allowed)):
-        create(training_pod("ddp-hgx-full-node", 8, f"ddp-{i}"), namespace)
+        create(training_pod(f"ddp-{i}", "ddp-hgx-full-node", 8), namespace)
     bound = {wait_bound(kubectl, namespace, f"ddp-{i}") for i in range(len(allowed))}
     assert bound == allowed  # 8 GPUs each: one pod per allowed node, none elsewhere
 
@@ -80,7 +61,7 @@ def test_a_single_numa_partial_pod_lands_where_it_fits(
 ) -> None:
     allowed = fitting_nodes(cluster, kubectl, "single-numa-partial", 2)
     assert allowed == {"dgx-a100-nps4"}
-    create(training_pod("single-numa-partial", 2, "partial"), namespace)
+    create(training_pod("partial", "single-numa-partial", 2), namespace)
     assert wait_bound(kubectl, namespace, "partial") in allowed
 
 
@@ -88,7 +69,7 @@ def test_a_pod_no_node_satisfies_stays_pending_and_the_scheduler_says_node_affin
     cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any]
 ) -> None:
     assert fitting_nodes(cluster, kubectl, "single-numa-partial", 4) == set()
-    create(training_pod("single-numa-partial", 4, "nowhere"), namespace)
+    create(training_pod("nowhere", "single-numa-partial", 4), namespace)
     failed = procs.wait_for(
         lambda: events(kubectl, namespace, "nowhere", "FailedScheduling"),
         "a FailedScheduling event for pod nowhere",
@@ -148,7 +129,7 @@ def test_a_cached_dataset_is_labelled_within_2s_and_attracts_the_next_pod(
     )
     print(f"marker → label through the API server: {time.monotonic() - started:.2f}s")
     # dgx-h100-a and -b are otherwise equal; the policy prefers the node holding imagenet.
-    create(training_pod("ddp-hgx-full-node", 8, "ddp-cached"), namespace)
+    create(training_pod("ddp-cached", "ddp-hgx-full-node", 8), namespace)
     assert wait_bound(kubectl, namespace, "ddp-cached") == node
 
 
@@ -167,7 +148,7 @@ def test_a_pod_using_a_cached_version_holds_a_lease_until_it_is_gone(
         lambda: node_labels(kubectl, node).get(dataset_label("imagenet")),
         f"imagenet labelled on {node}",
     )
-    stored = json.loads(create(training_pod("ddp-hgx-full-node", 8, "reader"), namespace).stdout)
+    stored = json.loads(create(training_pod("reader", "ddp-hgx-full-node", 8), namespace).stdout)
     assert wait_bound(kubectl, namespace, "reader") == node
     leases = cache_layout.lease_dir(Path(cluster.nodes[node]["datasets"]), "imagenet", "2024-06")
     uid = stored["metadata"]["uid"]
