@@ -183,7 +183,7 @@ def _upload(env: dict[str, str], endpoint: str, scratch: Path, prefix: str, n: i
 
 
 def run_prefetch_peers_bench(
-    *, runs: int = 3, cases: Sequence[str] | None = None
+    *, runs: int = 5, cases: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
     binary = ensure_versitygw()
     rows: list[dict[str, Any]] = []
@@ -218,6 +218,7 @@ def _bench_case(
             dest = scratch / f"dest-{run}-{len(times.get(tool, []))}-{abs(hash(tool))}"
             dest.mkdir()
             argv = _commands(endpoint, prefix, dest)[tool]
+            os.sync()  # the last tool's dirty pages must not be flushed on this one's time
             seconds, peak = _timed(argv, env)
             got = _files_and_bytes(dest)
             if got != (n, n * size):
@@ -274,4 +275,4 @@ if __name__ == "__main__":
 
     quick = "--quick" in sys.argv
     chosen = [c for c in CASES if not (quick and "GiB" in c)]
-    print(markdown_table(run_prefetch_peers_bench(runs=1 if quick else 3, cases=chosen)))
+    print(markdown_table(run_prefetch_peers_bench(runs=1 if quick else 5, cases=chosen)))

@@ -1,7 +1,8 @@
 """Copying a listed dataset into the cache: parallel transfers, retries, integrity checks.
 
-Transfers run as coroutines on fsspec's I/O loop, one task per transfer slot. Each file is
-checked by size and, where the store publishes one, by MD5 read back from the page cache.
+Transfers run as coroutines on the filesystem's I/O loop (fsspec's, or s3_obstore's own),
+one task per transfer slot. Each file is checked by size and, where the store publishes
+one, by MD5: hashed on the way in by s3_obstore, else read back from the page cache.
 Remote errors leave as `SourceError` subclasses; local ones (disk full and friends) as
 `CacheWriteError`.
 """
@@ -41,6 +42,7 @@ class _Shared:
 
     cancel: threading.Event = field(default_factory=threading.Event)
     etag_is_md5: bool = True  # flipped once, by any worker; a bool store needs no lock
+    made: set[Path] = field(default_factory=set)  # directories already there: one mkdir each
 
 
 def _md5_file(path: Path) -> str:
@@ -50,17 +52,22 @@ def _md5_file(path: Path) -> str:
 
 
 class _Reporter:
-    """Turns fsspec's cumulative callback into byte deltas; `take_back` undoes a failed try."""
+    """The progress callback a get makes (`set_size`, `relative_update`, as fsspec names
+    them), as byte deltas; `take_back` undoes a failed try. Calls may come from the ranged
+    fetcher's threads, one at a time."""
 
     def __init__(self, shared: _Shared, on_bytes: Callable[[int], None]) -> None:
         self._shared = shared
         self._on_bytes = on_bytes
         self.reported = 0
 
-    def hook(self, size: int | None, value: int, **_: object) -> None:
+    def set_size(self, size: int | None) -> None:
+        return None  # the listing already gave it
+
+    def relative_update(self, inc: int = 1) -> None:
         if self._shared.cancel.is_set():
             raise Cancelled()  # raised inside get_file: stops this worker's transfer
-        self.add(value - self.reported)
+        self.add(inc)
 
     def add(self, n: int) -> None:
         self._on_bytes(n)
@@ -101,10 +108,8 @@ async def _get_once(
 ) -> _Landed:
     """One streaming GET into `target` (s3fs resumes a broken body by itself; local files
     are a copyfile, which reports no progress until done), then `_settle`."""
-    from fsspec.callbacks import Callback
-
     try:
-        await fs._get_file(f.path, str(target), callback=Callback(hooks={"p": reporter.hook}))
+        await fs._get_file(f.path, str(target), callback=reporter)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # our side, not the store's
             raise CacheWriteError(exc, target) from exc
@@ -128,10 +133,12 @@ async def _fetch(
     on_bytes: Callable[[int], None],
 ) -> None:
     target = dest / f.rel
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CacheWriteError(exc, target.parent) from exc
+    if target.parent not in shared.made:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CacheWriteError(exc, target.parent) from exc
+        shared.made.add(target.parent)
     seen: str | None = None
     backoff = Backoff(retry.backoff)
     for attempt in range(1, retry.attempts + 1):
@@ -221,14 +228,16 @@ def download(
     """Copy every file under `dest`, `parallel` at a time, largest first; stop at the first
     failure and raise it (SourceError, CacheWriteError or IntegrityError).
 
-    The transfers run as coroutines on fsspec's I/O loop (s3fs, gcsfs and HTTP are async;
-    a sync filesystem such as file:// is wrapped, each call in a thread): one loop serves
-    many requests at far less cost than one thread per transfer. Hashing and fsync run in
-    threads so they do not stall the loop.
+    The transfers run as coroutines on the filesystem's I/O loop (s3fs, gcsfs, HTTP and
+    s3_obstore are async; a sync filesystem such as file:// is wrapped, each call in a
+    thread): one loop serves many requests at far less cost than one thread per transfer.
+    Hashing and fsync run in threads so they do not stall the loop.
     """
-    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+    fs = src.fs
+    if not getattr(fs, "async_impl", False):
+        from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
-    fs = src.fs if getattr(src.fs, "async_impl", False) else AsyncFileSystemWrapper(src.fs)
+        fs = AsyncFileSystemWrapper(fs)
     shared = _Shared()
     order = sorted(files, key=lambda f: (-(f.size or 0), f.rel))
     work = _download_all(

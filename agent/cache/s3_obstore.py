@@ -1,19 +1,20 @@
 """S3 through obstore (Rust object_store): the transfer engine for `s3://` sources.
 
 Chosen over s3fs by measurement (benchmarks/results.md, "Prefetch next to the fastest S3
-copiers"): on loopback against a Go S3 server, list + 8 parallel GETs of 2,000 × 4 KiB took
-1.6 s with obstore and 5.2 s with s3fs, and one 2 GiB object 1.7 s against 5.4 s: request
-signing and HTTP in Rust leave the Python side almost idle.
+copiers"): request signing and HTTP in Rust leave the Python side almost idle.
 
 `ObstoreS3` offers the few filesystem calls the prefetch makes (`info`, `find`, `_get_file`,
 `loop`, `async_impl`), as fsspec names them, so listing, retries, integrity checks and error
 classification stay the same for every source. Errors come out as the built-in exceptions
-`source_errors.classify_remote` understands. Bytes are written as they arrive and hashed on
-the way in when the ETag is an MD5 (`md5_of`: no read-back); each written chunk is handed to
-the kernel's writeback at once, so the final syncfs finds little left to flush. Objects of
-`RANGED_MIN` bytes or more without an MD5 to check (multipart uploads) come as `PART` ranges
-streamed in parallel to their offsets, at most `MAX_PARTS` in flight for the whole prefetch;
-memory stays at a 4 MiB buffer per stream whatever the object sizes.
+`source_errors.classify_remote` understands. Three paths, by object size:
+- up to `SMALL_MAX`: one blocking GET on a worker thread, body and write with the GIL
+  released (an await bridged from Rust per chunk costs more than the 4 KiB it carries);
+- larger, with an MD5 ETag (single-part uploads): one stream, hashed on the way in (no
+  read-back, `md5_of`), handed to the kernel's writeback as it lands when it is large;
+- `RANGED_MIN` and up without an MD5 (multipart uploads): parallel ranges written straight
+  to disk by ranged.py.
+Small files are not written back one by one: the prefetch's one syncfs flushes them
+together. Memory stays bounded whatever the object sizes.
 """
 
 from __future__ import annotations
@@ -22,18 +23,21 @@ import asyncio
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 from agent.cache.source_errors import Cancelled
 
-__all__ = ["MAX_PARTS", "PART", "RANGED_MIN", "ObstoreS3", "available"]
+__all__ = ["RANGED_MIN", "ObstoreS3", "available"]
 
-PART = 64 * 1024 * 1024
 RANGED_MIN = 128 * 1024 * 1024
-MAX_PARTS = 8  # ranges in flight for the whole prefetch
-_CHUNK = 4 * 1024 * 1024  # stream buffer: (files + ranges in flight) × 4 MiB at most
+SMALL_MAX = 1024 * 1024  # up to this size an object is one blocking GET on a worker thread
+SMALL_THREADS = 32
+_CHUNK = 4 * 1024 * 1024  # stream buffer: files in flight × 4 MiB at most
+_SIGNED_FOR = timedelta(hours=1)  # a presigned range URL is used at once; retries sign anew
 _STATUS = re.compile(r"status code: (\d{3})")
 _HEX_MD5 = re.compile(r"[0-9a-f]{32}")
 
@@ -73,7 +77,6 @@ class ObstoreS3:
     async_impl = True
 
     def __init__(self, bucket: str, *, endpoint: str | None, attempts: int = 5) -> None:
-        import fsspec.asyn
         from obstore.store import S3Store
 
         options: dict[str, Any] = {"timeout": "60s", "connect_timeout": "10s"}
@@ -100,11 +103,13 @@ class ObstoreS3:
             },
             **kwargs,
         )
-        self.loop = fsspec.asyn.get_loop()  # the I/O thread download.py runs transfers on
+        self.loop = _io_loop()  # the I/O thread download.py runs transfers on
         self._sizes: dict[str, int] = {}
         self._etags: dict[str, str] = {}  # only single-part ETags are MD5s worth computing
         self._md5: dict[str, str] = {}  # hashed on the way in: no read-back (md5_of)
-        self._parts: asyncio.Semaphore | None = None
+        self._attempts = attempts
+        self._fetcher: Any = None  # ranged.RangedFetcher, imported with its first large object
+        self._threads: ThreadPoolExecutor | None = None
 
     def _key(self, path: str) -> str:
         bucket, _, key = path.partition("/")
@@ -173,13 +178,16 @@ class ObstoreS3:
             callback.set_size(size)
         etag = self._etags.get(rpath, "").strip('"').lower()
         md5 = hashlib.md5(usedforsecurity=False) if _HEX_MD5.fullmatch(etag) else None
+        if size is not None and size <= SMALL_MAX:
+            await self._small(rpath, lpath, md5, callback)
+            return
         fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             # An MD5 must be hashed in order: one stream. Otherwise large objects in parts.
             if md5 is None and size is not None and size >= RANGED_MIN:
-                await self._ranged(rpath, fd, size, callback)
+                await self._ranged(rpath, fd, lpath, size, callback)
             else:
-                await self._streamed(rpath, fd, callback, md5)
+                await self._streamed(rpath, fd, callback, md5, size)
             if md5 is not None:
                 self._md5[rpath] = md5.hexdigest()
         except (OSError, Cancelled, asyncio.CancelledError):
@@ -189,47 +197,100 @@ class ObstoreS3:
         finally:
             os.close(fd)
 
-    async def _streamed(
-        self, rpath: str, fd: int, callback: Any, md5: Any, span: tuple[int, int] | None = None
-    ) -> None:
-        """One GET (of `span`, a byte range, when given) written as it arrives; each chunk
-        goes to the kernel's writeback at once, so the final syncfs has little left."""
+    async def _small(self, rpath: str, lpath: str, md5: Any, callback: Any) -> None:
+        """A small object in one blocking call on a worker thread: request, body and write
+        with the GIL released, one hop from the event loop instead of a wake-up per await
+        (measured: the difference between trailing and leading s5cmd on many small files)."""
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(SMALL_THREADS, thread_name_prefix="prefetch-get")
+        loop = asyncio.get_running_loop()
+        try:
+            n = await loop.run_in_executor(self._threads, self._get_small, rpath, lpath, md5)
+        except (OSError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise _builtin(exc, f"GET {rpath}") from exc
+        if md5 is not None:
+            self._md5[rpath] = md5.hexdigest()
+        if callback is not None:
+            callback.relative_update(n)
+
+    def _get_small(self, rpath: str, lpath: str, md5: Any) -> int:
         import obstore
 
-        options = {"range": span} if span else None
-        resp = await obstore.get_async(self.store, self._key(rpath), options=options)
-        offset = span[0] if span else 0
-        async for chunk in resp.stream(min_chunk_size=_CHUNK):
+        data = memoryview(obstore.get(self.store, self._key(rpath)).bytes())
+        if md5 is not None:
+            md5.update(data)
+        fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            _pwrite_all(fd, data, 0, False)
+        finally:
+            os.close(fd)
+        return len(data)
+
+    async def _streamed(
+        self, rpath: str, fd: int, callback: Any, md5: Any, size: int | None
+    ) -> None:
+        """One GET written as it arrives. A large object's chunks go to the kernel's
+        writeback at once, so the final syncfs has little left; small files are left to
+        that one syncfs (writing each back alone would queue thousands of tiny I/Os), and
+        one of at most `_CHUNK` bytes comes in one piece (an await per file, not three)."""
+        import obstore
+
+        resp = await obstore.get_async(self.store, self._key(rpath))
+        writeback = size is not None and size >= RANGED_MIN
+        offset = 0
+        if size is not None and size <= _CHUNK:
+            chunks: Any = _once(await resp.bytes_async())
+        else:
+            chunks = resp.stream(min_chunk_size=_CHUNK)
+        async for chunk in chunks:
             view = memoryview(chunk)
             if md5 is not None:  # the bytes just received, still in cache: cheaper than a re-read
                 md5.update(view)
-            _pwrite_all(fd, view, offset)
+            _pwrite_all(fd, view, offset, writeback)
             offset += len(view)
             if callback is not None:
                 callback.relative_update(len(view))
-        if span and offset != span[1]:
-            raise ConnectionError(f"GET {rpath} bytes {span[0]}-{span[1]}: ended at {offset}")
 
-    async def _ranged(self, rpath: str, fd: int, size: int, callback: Any) -> None:
-        """`PART`-sized ranges streamed in parallel to their offsets, at most MAX_PARTS in
-        flight for the whole prefetch (each holds one chunk buffer)."""
-        if self._parts is None:  # made on the loop that uses it
-            self._parts = asyncio.Semaphore(MAX_PARTS)
-        parts = self._parts
-        os.ftruncate(fd, size)  # one allocation; parts land anywhere in it
+    async def _ranged(self, rpath: str, fd: int, lpath: str, size: int, callback: Any) -> None:
+        """Parallel ranges written straight to disk (ranged.py), each from a presigned URL."""
+        import obstore
 
-        async def part(start: int) -> None:
-            async with parts:
-                span = (start, min(size, start + PART))
-                await self._streamed(rpath, fd, callback, None, span)
+        key = self._key(rpath)
+        if self._fetcher is None:  # made on first use: most datasets have no large object
+            from agent.cache.ranged import RangedFetcher  # http.client and ssl: ~15 ms
 
-        tasks = [asyncio.ensure_future(part(start)) for start in range(0, size, PART)]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            self._fetcher = RangedFetcher(attempts=self._attempts)
+
+        def sign() -> str:
+            return str(obstore.sign(self.store, "GET", key, _SIGNED_FOR))
+
+        def progress(n: int) -> None:
+            if callback is not None:
+                callback.relative_update(n)  # download.py's hook raises Cancelled to stop us
+
+        await self._fetcher.fetch(sign, f"s3://{rpath}", fd, lpath, size, progress)
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _io_loop() -> asyncio.AbstractEventLoop:
+    """One event loop on a daemon thread for the process, made on first use (as fsspec
+    does for its filesystems, without importing fsspec: tens of ms at every start)."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="prefetch-io", daemon=True).start()
+            _LOOP = loop
+        return _LOOP
+
+
+async def _once(data: Any) -> Any:
+    yield data
 
 
 def _start_writeback() -> Any:
@@ -247,10 +308,10 @@ def _start_writeback() -> Any:
 _WRITEBACK = _start_writeback()
 
 
-def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+def _pwrite_all(fd: int, view: memoryview, offset: int, writeback: bool) -> None:
     start, length = offset, len(view)
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
-    if _WRITEBACK is not None:
+    if writeback and _WRITEBACK is not None:
         _WRITEBACK(fd, start, length, 2)  # SYNC_FILE_RANGE_WRITE; durability is syncfs's job

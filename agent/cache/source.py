@@ -55,8 +55,6 @@ def open_source(
     url: str, *, s3_endpoint_url: str | None = None, s3_engine: str = "obstore", attempts: int = 5
 ) -> Source:
     """`s3_engine`: "obstore" (s3_obstore.py, the default where installed) or "s3fs"."""
-    import fsspec.core  # heavy; only when a prefetch really runs
-
     protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
     options: dict[str, Any] = {"skip_instance_cache": True}
     if protocol in ("s3", "s3a"):
@@ -74,6 +72,8 @@ def open_source(
             return Source(url=url, fs=fs, path=path.rstrip("/") or path, protocol=protocol)
         if endpoint:
             options["client_kwargs"] = {"endpoint_url": endpoint}
+    import fsspec.core  # heavy (tens of ms): not on the obstore path, only for other sources
+
     try:
         fs, path = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:

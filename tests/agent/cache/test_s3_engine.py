@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cache import s3_obstore
+from agent.cache import ranged, s3_obstore
 from agent.cache.prefetch import PrefetchRequest, prefetch
 from agent.cache.source_errors import IntegrityError, RetryPolicy
 from common.backoff import BackoffPolicy
@@ -35,9 +35,11 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, s3: S3Server) -> None:
 def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ranged transfers from 1 MiB up, in 512 KiB parts, 3 in flight: many parts, little data."""
     monkeypatch.setattr(s3_obstore, "RANGED_MIN", MIB)
-    monkeypatch.setattr(s3_obstore, "PART", 512 * 1024)
-    monkeypatch.setattr(s3_obstore, "MAX_PARTS", 3)
+    monkeypatch.setattr(s3_obstore, "SMALL_MAX", 64 * 1024)
     monkeypatch.setattr(s3_obstore, "_CHUNK", 64 * 1024)
+    monkeypatch.setattr(ranged, "PART", 512 * 1024)
+    monkeypatch.setattr(ranged, "BUF", 64 * 1024)
+    monkeypatch.setattr(ranged, "MAX_PARTS", 3)
 
 
 def _multipart(s3: S3Server, bucket: str, key: str, parts: list[bytes]) -> bytes:
