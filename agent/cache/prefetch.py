@@ -62,7 +62,7 @@ class PrefetchRequest:
     version: str
     source: str
     cache_root: Path
-    parallel: int = 32  # cheap with obstore: requests, not threads, wait on the network
+    parallel: int = 64  # cheap with obstore: requests, not threads, wait on the network
     max_cache_bytes: int | None = None
     s3_endpoint_url: str | None = None
     pod_uid: str | None = None  # the pod this prefetch serves: its lease keeps the version

@@ -7,8 +7,8 @@ copiers"): request signing and HTTP in Rust leave the Python side almost idle.
 `loop`, `async_impl`), as fsspec names them, so listing, retries, integrity checks and error
 classification stay the same for every source. Errors come out as the built-in exceptions
 `source_errors.classify_remote` understands. Three paths, by object size:
-- up to `SMALL_MAX`: one blocking GET on a worker thread, body and write with the GIL
-  released (an await bridged from Rust per chunk costs more than the 4 KiB it carries);
+- up to `SMALL_MAX`: one ranged GET of the listed size, a single await bridged from Rust
+  (each await costs a thread wake-up: more than the 4 KiB a small file carries);
 - larger, with an MD5 ETag (single-part uploads): one stream, hashed on the way in (no
   read-back, `md5_of`), handed to the kernel's writeback as it lands when it is large;
 - `RANGED_MIN` and up without an MD5 (multipart uploads): parallel ranges written straight
@@ -25,7 +25,6 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -34,9 +33,8 @@ from agent.cache.source_errors import Cancelled
 __all__ = ["RANGED_MIN", "ObstoreS3", "available"]
 
 RANGED_MIN = 128 * 1024 * 1024
-SMALL_MAX = 1024 * 1024  # up to this size an object is one blocking GET on a worker thread
-SMALL_THREADS = 32
-_CHUNK = 4 * 1024 * 1024  # stream buffer: files in flight × 4 MiB at most
+SMALL_MAX = 1024 * 1024  # up to this size an object is one ranged GET, held whole in memory
+_CHUNK = 1024 * 1024  # stream buffer: files in flight × 1 MiB at most
 _SIGNED_FOR = timedelta(hours=1)  # a presigned range URL is used at once; retries sign anew
 _STATUS = re.compile(r"status code: (\d{3})")
 _HEX_MD5 = re.compile(r"[0-9a-f]{32}")
@@ -109,7 +107,6 @@ class ObstoreS3:
         self._md5: dict[str, str] = {}  # hashed on the way in: no read-back (md5_of)
         self._attempts = attempts
         self._fetcher: Any = None  # ranged.RangedFetcher, imported with its first large object
-        self._threads: ThreadPoolExecutor | None = None
 
     def _key(self, path: str) -> str:
         bucket, _, key = path.partition("/")
@@ -179,7 +176,12 @@ class ObstoreS3:
         etag = self._etags.get(rpath, "").strip('"').lower()
         md5 = hashlib.md5(usedforsecurity=False) if _HEX_MD5.fullmatch(etag) else None
         if size is not None and size <= SMALL_MAX:
-            await self._small(rpath, lpath, md5, callback)
+            try:
+                await self._small(rpath, lpath, size, md5, callback)
+            except (OSError, Cancelled, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                raise _builtin(exc, f"GET {rpath}") from exc
             return
         fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
@@ -197,54 +199,40 @@ class ObstoreS3:
         finally:
             os.close(fd)
 
-    async def _small(self, rpath: str, lpath: str, md5: Any, callback: Any) -> None:
-        """A small object in one blocking call on a worker thread: request, body and write
-        with the GIL released, one hop from the event loop instead of a wake-up per await
-        (measured: the difference between trailing and leading s5cmd on many small files)."""
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(SMALL_THREADS, thread_name_prefix="prefetch-get")
-        loop = asyncio.get_running_loop()
-        try:
-            n = await loop.run_in_executor(self._threads, self._get_small, rpath, lpath, md5)
-        except (OSError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            raise _builtin(exc, f"GET {rpath}") from exc
-        if md5 is not None:
-            self._md5[rpath] = md5.hexdigest()
-        if callback is not None:
-            callback.relative_update(n)
-
-    def _get_small(self, rpath: str, lpath: str, md5: Any) -> int:
+    async def _small(self, rpath: str, lpath: str, size: int, md5: Any, callback: Any) -> None:
+        """A small object as one ranged GET of its listed size: one await bridged from Rust
+        per file (a GET and then its body take two; worker threads cost more still in
+        wake-ups, measured). An empty object needs no request at all."""
         import obstore
 
-        data = memoryview(obstore.get(self.store, self._key(rpath)).bytes())
+        key = self._key(rpath)
+        data = memoryview(
+            await obstore.get_range_async(self.store, key, start=0, end=size) if size else b""
+        )
         if md5 is not None:
             md5.update(data)
+            self._md5[rpath] = md5.hexdigest()
         fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             _pwrite_all(fd, data, 0, False)
         finally:
             os.close(fd)
-        return len(data)
+        if callback is not None:
+            callback.relative_update(len(data))
 
     async def _streamed(
         self, rpath: str, fd: int, callback: Any, md5: Any, size: int | None
     ) -> None:
-        """One GET written as it arrives. A large object's chunks go to the kernel's
-        writeback at once, so the final syncfs has little left; small files are left to
-        that one syncfs (writing each back alone would queue thousands of tiny I/Os), and
-        one of at most `_CHUNK` bytes comes in one piece (an await per file, not three)."""
+        """One GET written as it arrives (an object of unknown size, or one with an MD5 to
+        hash in order). A large object's chunks go to the kernel's writeback at once, so
+        the final syncfs has little left; smaller ones are left to that one syncfs (writing
+        each back alone would queue thousands of tiny I/Os)."""
         import obstore
 
         resp = await obstore.get_async(self.store, self._key(rpath))
         writeback = size is not None and size >= RANGED_MIN
         offset = 0
-        if size is not None and size <= _CHUNK:
-            chunks: Any = _once(await resp.bytes_async())
-        else:
-            chunks = resp.stream(min_chunk_size=_CHUNK)
-        async for chunk in chunks:
+        async for chunk in resp.stream(min_chunk_size=_CHUNK):
             view = memoryview(chunk)
             if md5 is not None:  # the bytes just received, still in cache: cheaper than a re-read
                 md5.update(view)
@@ -287,10 +275,6 @@ def _io_loop() -> asyncio.AbstractEventLoop:
             threading.Thread(target=loop.run_forever, name="prefetch-io", daemon=True).start()
             _LOOP = loop
         return _LOOP
-
-
-async def _once(data: Any) -> Any:
-    yield data
 
 
 def _start_writeback() -> Any:

@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"node dataset cache (default {DEFAULT_CACHE_ROOT})",
     )
     parser.add_argument(
-        "--parallel", type=_positive, default=32, help="parallel transfers (default 32)"
+        "--parallel", type=_positive, default=64, help="files in flight (default 64)"
     )
     parser.add_argument(
         "--max-cache-bytes",

@@ -123,3 +123,41 @@ def test_an_object_whose_bytes_differ_from_its_etag_fails_integrity(
     with pytest.raises(IntegrityError, match="MD5"):
         prefetch(PrefetchRequest("c", "v1", f"s3://{bucket}/c/", cache_root=tmp_path), retry=retry)
     assert not version_dir(tmp_path, "c", "v1").exists()
+
+
+def test_a_small_object_flipped_in_transit_fails_integrity_and_leaves_nothing(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bucket = s3.new_bucket()
+    s3.put_tree(bucket, "s/", {"a.txt": b"small and single-part\n" * 10})
+    import obstore
+
+    real, tries = obstore.get_range_async, [0]
+
+    async def flip(store: object, path: str, *, start: int, end: int) -> bytes:
+        data = bytearray(memoryview(await real(store, path, start=start, end=end)))
+        tries[0] += 1
+        data[tries[0]] ^= 0xFF  # a different corruption each time
+        return bytes(data)
+
+    monkeypatch.setattr(obstore, "get_range_async", flip)
+    retry = RetryPolicy(attempts=2, backoff=BackoffPolicy(initial=0.01, cap=0.02, floor=0.01))
+    with pytest.raises(IntegrityError, match="MD5"):
+        prefetch(PrefetchRequest("s", "v1", f"s3://{bucket}/s/", cache_root=tmp_path), retry=retry)
+    assert tries[0] == 2
+    assert not version_dir(tmp_path, "s", "v1").exists()
+
+
+def test_an_empty_object_arrives_as_an_empty_file_without_a_get(
+    s3: S3Server, tmp_path: Path
+) -> None:
+    bucket = s3.new_bucket()
+    s3.put_tree(bucket, "e/", {"empty.bin": b"", "one.txt": b"1"})
+    before = len(s3.requests)
+
+    prefetch(PrefetchRequest("e", "v1", f"s3://{bucket}/e/", cache_root=tmp_path))
+
+    root = version_dir(tmp_path, "e", "v1")
+    assert (root / "empty.bin").read_bytes() == b"" and (root / "one.txt").read_bytes() == b"1"
+    assert s3.gets(bucket, "e/empty.bin", since=before) == []
+    assert len(s3.gets(bucket, "e/one.txt", since=before)) == 1
