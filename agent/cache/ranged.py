@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
+from agent.cache.http_pool import Connections
 from agent.cache.source_errors import Cancelled
 from common.backoff import Backoff, BackoffPolicy
 
@@ -119,13 +119,15 @@ class _Target:
 
 
 class RangedFetcher:
-    """A pool of worker threads, each with one buffer and one keep-alive connection per host."""
+    """A pool of worker threads, each with one buffer and one keep-alive connection per host
+    (http_pool.py)."""
 
     def __init__(self, *, attempts: int, backoff: BackoffPolicy | None = None) -> None:
         self._attempts = max(1, attempts)
         self._backoff = backoff or BackoffPolicy(initial=0.2, cap=15.0, floor=0.05)
         self._pool = ThreadPoolExecutor(MAX_PARTS, thread_name_prefix="prefetch-range")
         self._local = threading.local()
+        self._conns = Connections(_TIMEOUT_S)
 
     async def fetch(
         self,
@@ -194,26 +196,11 @@ class RangedFetcher:
             stop.set()  # from this thread, at once: queued ranges must not start meanwhile
             raise
 
-    def _connection(self, url: str, fresh: bool) -> tuple[http.client.HTTPConnection, str]:
-        parts = urlsplit(url)
-        conns: dict[tuple[str, str], http.client.HTTPConnection] = self._conns()
-        key = (parts.scheme, parts.netloc)
-        conn = conns.get(key)
-        if fresh and conn is not None:
-            conn.close()
-            conn = None
-        if conn is None:
-            https = parts.scheme == "https"
-            kind = http.client.HTTPSConnection if https else http.client.HTTPConnection
-            conn = conns[key] = kind(parts.netloc, timeout=_TIMEOUT_S)
-        return conn, f"{parts.path}?{parts.query}" if parts.query else parts.path
-
-    def _conns(self) -> dict[tuple[str, str], http.client.HTTPConnection]:
+    def _buffer(self) -> memoryview:
         local = self._local
-        if not hasattr(local, "conns"):
-            local.conns = {}
+        if not hasattr(local, "buf"):
             local.buf = mmap.mmap(-1, BUF)  # page-aligned, as O_DIRECT needs
-        return local.conns  # type: ignore[no-any-return]
+        return memoryview(local.buf)
 
     def _get(
         self,
@@ -228,10 +215,11 @@ class RangedFetcher:
         offset, end = cursor.offset, cursor.end
         span = f"bytes {offset}-{end - 1}"
         for fresh in (False, True):
-            conn, target_url = self._connection(url, fresh)
+            conn, target_url, headers = self._conns.get(url, fresh=fresh)
             reused = conn.sock is not None
+            headers = {**headers, "Range": f"bytes={offset}-{end - 1}"}
             try:
-                conn.request("GET", target_url, headers={"Range": f"bytes={offset}-{end - 1}"})
+                conn.request("GET", target_url, headers=headers)
                 resp = conn.getresponse()
                 break
             except (OSError, http.client.HTTPException) as exc:
@@ -243,7 +231,7 @@ class RangedFetcher:
             conn.close()
             retry_after = resp.getheader("Retry-After")
             raise _status_error(resp.status, f"GET {what} {span}", body, retry_after)
-        view = memoryview(self._local.buf)
+        view = self._buffer()
         fill = 0
         try:
             while cursor.offset + fill < end:

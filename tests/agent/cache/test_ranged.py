@@ -242,3 +242,97 @@ def test_a_stop_from_the_progress_hook_ends_every_worker(
         _fetch(url, tmp_path / "big.bin", 640 * KIB, progress=stop_after_three)
     # The queued parts never asked the server: at most one range per worker went out.
     assert len(srv.blob.ranges) <= 3
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    """A forward proxy for plain HTTP: absolute-form requests in, the origin's answer out."""
+
+    protocol_version = "HTTP/1.1"
+    server: _ProxyServer
+
+    def do_GET(self) -> None:
+        import http.client
+        from urllib.parse import urlsplit
+
+        self.server.seen.append((self.path, self.headers.get("Proxy-Authorization")))
+        parts = urlsplit(self.path)
+        origin = http.client.HTTPConnection(parts.netloc, timeout=10)
+        origin.request(
+            "GET", f"{parts.path}?{parts.query}", headers={"Range": self.headers["Range"]}
+        )
+        answer = origin.getresponse()
+        body = answer.read()
+        self.send_response(answer.status)
+        for name in ("Content-Range", "Retry-After"):
+            if answer.getheader(name):
+                self.send_header(name, answer.getheader(name))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        origin.close()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+    seen: list[tuple[str, str | None]]
+
+
+@pytest.fixture
+def proxy() -> Iterator[_ProxyServer]:
+    srv = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
+    srv.seen = []
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_ranges_go_through_the_proxy_the_environment_names(
+    server: tuple[str, _Server],
+    proxy: _ProxyServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, srv = server
+    srv.blob = Blob(os.urandom(100 * KIB))
+    host, port = proxy.server_address[:2]
+    monkeypatch.setenv("HTTP_PROXY", f"http://alice:s%40cret@{host}:{port}")
+
+    _fetch(url, tmp_path / "big.bin", 100 * KIB, progress=None)
+
+    assert (tmp_path / "big.bin").read_bytes() == srv.blob.data
+    assert sorted(path for path, _ in proxy.seen) == [url, url]  # both ranges, absolute-form
+    assert {auth for _, auth in proxy.seen} == {"Basic YWxpY2U6c0BjcmV0"}  # alice:s@cret
+
+
+@pytest.mark.usefixtures("no_proxy_env")
+def test_no_proxy_sends_the_ranges_straight_to_the_store(
+    server: tuple[str, _Server],
+    proxy: _ProxyServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, srv = server
+    srv.blob = Blob(os.urandom(10 * KIB))
+    host, port = proxy.server_address[:2]
+    monkeypatch.setenv("HTTP_PROXY", f"http://{host}:{port}")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+    _fetch(url, tmp_path / "big.bin", 10 * KIB, progress=None)
+
+    assert (tmp_path / "big.bin").read_bytes() == srv.blob.data
+    assert proxy.seen == []
