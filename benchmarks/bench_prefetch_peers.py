@@ -7,7 +7,9 @@ fetched by each tool, each run into a new, empty directory (a cold cache), the t
 turns within a run so that none gets a warmer server:
 - `topoplace-agent prefetch` (the init container's command: listing, size and MD5 checks,
   syncfs, rename, marker);
-- `s5cmd cp` (Go, 256 parallel workers by default);
+- `s5cmd cp` (Go, 256 parallel workers by default), and the same followed by `sync -f`:
+  what the copy costs when it must be on disk, as prefetch's is before its marker (not a
+  peer for the ratios);
 - `aws s3 cp --recursive` (awscli, s3transfer with 10 threads);
 - two engine probes in Python, list + 8 parallel GETs and nothing else, for choosing the
   transfer engine: s3fs (what prefetch uses) and obstore (Rust object_store).
@@ -119,6 +121,10 @@ def _commands(endpoint: str, prefix: str, dest: Path) -> dict[str, list[str]]:
         ],
         "s5cmd cp": [
             str(venv / "s5cmd"), "--endpoint-url", endpoint, "cp", f"{url}*", f"{dest}/",
+        ],
+        "s5cmd cp, then sync": [
+            "/bin/sh", "-c", '"$0" --endpoint-url "$1" cp "$2*" "$3/" && sync -f "$3"',
+            str(venv / "s5cmd"), endpoint, url, str(dest),
         ],
         "aws s3 cp --recursive": [
             str(venv / "aws"), "--endpoint-url", endpoint, "s3", "cp", "--recursive",
