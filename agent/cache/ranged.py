@@ -8,7 +8,8 @@ its credential chain, session tokens included) with the standard library's http.
 reads the body with `readinto` into one reused page-aligned buffer, and writes full buffers
 with O_DIRECT: no allocation per chunk, no second copy, nothing left for syncfs to flush
 but metadata. Where the filesystem refuses O_DIRECT (tmpfs, some network filesystems) the
-same buffers are written through the page cache instead.
+same buffers are written through the page cache instead. (Writing one buffer while a
+second fills was measured too: no faster here, so not kept.)
 
 A failed range is asked again from the last byte written (a reused keep-alive connection
 the server has closed is retried at once; 5xx, 429 and broken bodies after a backoff that
@@ -26,8 +27,8 @@ import mmap
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from agent.cache.http_pool import Connections
 from agent.cache.source_errors import Cancelled
@@ -89,29 +90,28 @@ class _Cursor:
 
 @dataclass(slots=True)
 class _Target:
-    """The file being filled: a direct fd while the filesystem takes O_DIRECT, else buffered."""
+    """The file being filled: through `direct_fd` while the filesystem takes O_DIRECT, else
+    through the page cache. Both fds are closed by their owners only once every worker is
+    done: a number closed early could be reused by another open, and get another's bytes."""
 
     path: str
     size: int
     buffered: int
-    direct: int | None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    direct_fd: int | None
+    use_direct: bool = True
 
     def write(self, view: memoryview, length: int, offset: int) -> None:
-        direct = self.direct
-        if direct is not None:
+        if self.use_direct and self.direct_fd is not None:
             padded = -(-length // _ALIGN) * _ALIGN  # only the file's tail is short; cut later
             try:
-                if os.pwrite(direct, view[:padded], offset) == padded:
+                if os.pwrite(self.direct_fd, view[:padded], offset) == padded:
                     return
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
                     raise
-            with self.lock:  # refused (or short): the page cache from now on, for every range
-                if self.direct is not None:
-                    log.debug("%s: O_DIRECT refused; writing through the page cache", self.path)
-                    self.direct = None
-                    os.close(direct)
+            if self.use_direct:  # refused (or short): the page cache from now on, every range
+                log.debug("%s: O_DIRECT refused; writing through the page cache", self.path)
+                self.use_direct = False
         view = view[:length]
         while view:
             written = os.pwrite(self.buffered, view, offset)
@@ -151,19 +151,20 @@ class RangedFetcher:
             with lock:
                 progress(n)
 
-        loop = asyncio.get_running_loop()
         futures = [
-            loop.run_in_executor(self._pool, self._part, sign, what, target, start, stop, report)
+            self._pool.submit(self._part, sign, what, target, start, stop, report)
             for start in range(0, size, PART)
         ]
         try:
-            await asyncio.gather(*futures)
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
         finally:
             stop.set()  # the others end at their next buffer; their fds must outlive them
-            await asyncio.shield(asyncio.wait(futures))
-            if target.direct is not None:
-                os.close(target.direct)
+            cancelled = await _wait_all(futures)
+            if target.direct_fd is not None:
+                os.close(target.direct_fd)
             os.ftruncate(fd, size)  # the padded tail of a direct write
+            if cancelled:
+                raise asyncio.CancelledError()
 
     def _part(
         self,
@@ -253,6 +254,23 @@ class RangedFetcher:
         except (http.client.HTTPException, ConnectionError, TimeoutError) as exc:
             conn.close()
             raise _Transient(f"GET {what} {span}: {type(exc).__name__}: {exc}") from exc
+
+
+async def _wait_all(futures: list[Future[None]]) -> bool:
+    """Wait for every worker, through a cancel too (they write to fds that are closed after
+    this returns); True when a cancel came meanwhile. The threads' own futures are what is
+    watched: gather's asyncio wrappers read as done once cancelled, their threads running."""
+    cancelled = False
+    waiting = [asyncio.wrap_future(f) for f in futures if not f.done()]
+    while not all(w.done() for w in waiting):
+        try:
+            await asyncio.wait(waiting)  # never cancels what it waits on
+        except asyncio.CancelledError:
+            cancelled = True
+    for w in waiting:
+        if not w.cancelled():
+            w.exception()  # seen: the failure that matters already left through gather
+    return cancelled
 
 
 def _open_direct(path: str) -> int | None:

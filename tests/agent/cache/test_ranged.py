@@ -336,3 +336,69 @@ def test_no_proxy_sends_the_ranges_straight_to_the_store(
 
     assert (tmp_path / "big.bin").read_bytes() == srv.blob.data
     assert proxy.seen == []
+
+
+def test_a_direct_write_the_filesystem_refuses_falls_back_to_the_page_cache(
+    server: tuple[str, _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some filesystems open with O_DIRECT and then refuse the write (EINVAL, e.g. a larger
+    logical block): every range goes on through the page cache, nothing lost."""
+    import errno
+
+    url, srv = server
+    srv.blob = Blob(os.urandom(200 * KIB + 7))
+    refused: list[int] = []  # the fd that opened "with O_DIRECT" and refuses writes
+
+    def open_direct(path: str) -> int:
+        refused.append(os.open(path, os.O_WRONLY))
+        return refused[0]
+
+    monkeypatch.setattr(ranged, "_open_direct", open_direct)
+    real = os.pwrite
+
+    def pwrite(fd: int, data: Any, offset: int) -> int:
+        if refused and fd == refused[0]:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+
+    _fetch(url, tmp_path / "big.bin", len(srv.blob.data), progress=None)
+
+    assert (tmp_path / "big.bin").read_bytes() == srv.blob.data
+
+
+def test_a_cancelled_fetch_returns_only_once_its_workers_are_done(
+    server: tuple[str, _Server], tmp_path: Path
+) -> None:
+    """The caller closes the file's fd when fetch returns; a worker still writing then could
+    write into whatever file reuses that fd number."""
+    url, srv = server
+    srv.blob = Blob(os.urandom(64 * KIB))
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_progress(n: int) -> None:  # the worker thread, busy between two buffers
+        inside.set()
+        release.wait(timeout=30)
+
+    fetcher = ranged.RangedFetcher(attempts=1, backoff=FAST)
+    fd = os.open(tmp_path / "big.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+
+    async def scenario() -> None:
+        fetching = fetcher.fetch(
+            lambda: url, "s3://b/k", fd, str(tmp_path / "big.bin"), 64 * KIB, slow_progress
+        )
+        task = asyncio.ensure_future(fetching)
+        assert await asyncio.to_thread(inside.wait, 10)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=0.3)
+        assert not done  # still waiting for its worker
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        os.close(fd)
