@@ -2,7 +2,7 @@
 
 Two datasets (many small files, a few large ones) from two sources: `file://` and a local S3
 server (moto, in its own process so it does not share the client's GIL). The prefetch runs
-in-process (`agent.cache.prefetch.prefetch`, no process start) with its default 32 transfers
+in-process (`agent.cache.prefetch.prefetch`, no process start) with its default files in flight
 and does everything the init container does: listing, ETag/MD5 checks, a filesystem flush (syncfs),
 rename, marker. The baseline is what a script would do: list, then `shutil.copyfile` per
 file or one boto3 `get_object` after another, with no flush; for file:// a copy that fsyncs
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.cache.prefetch import PrefetchRequest, prefetch
+
+_LABEL = f"prefetch ({PrefetchRequest.__dataclass_fields__['parallel'].default} in flight)"
 
 __all__ = ["run_prefetch_bench"]
 
@@ -128,7 +130,7 @@ def _bench_file(scratch: Path, runs: int) -> list[dict[str, Any]]:
         copy_s = _median_seconds(lambda d, s=src: _copy_tree(s, d), runs, scratch)
         synced_s = _median_seconds(lambda d, s=src: _copy_tree(s, d, fsync=True), runs, scratch)
         timed = [
-            ("prefetch (32 workers)", prefetch_s),
+            (_LABEL, prefetch_s),
             ("shutil.copyfile loop", copy_s),
             ("shutil.copyfile + fsync loop", synced_s),
         ]
@@ -176,7 +178,7 @@ def _bench_s3(scratch: Path, runs: int) -> list[dict[str, Any]]:
 
             prefetch_s = _median_seconds(fetch, runs, scratch)
             copy_s = _median_seconds(get_all, runs, scratch)
-            timed = [("prefetch (32 workers)", prefetch_s), ("boto3 get loop", copy_s)]
+            timed = [(_LABEL, prefetch_s), ("boto3 get loop", copy_s)]
             rows += _rows("s3 (moto)", name, files, size, copy_s, timed)
     finally:
         for key, value in saved.items():
