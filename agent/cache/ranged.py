@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.cache.http_pool import Connections
-from agent.cache.source_errors import Cancelled
+from agent.cache.source_errors import CHANGED, Cancelled, IntegrityError
 from common.backoff import Backoff, BackoffPolicy
 
 __all__ = ["BUF", "MAX_PARTS", "PART", "RangedFetcher"]
@@ -71,6 +71,8 @@ def _status_error(status: int, what: str, body: bytes, retry_after: str | None) 
         return FileNotFoundError(text)
     if status in (401, 403):
         return PermissionError(text)
+    if status == 412:
+        return IntegrityError(f"{what}: {CHANGED}")
     if status == 429 or status >= 500:
         try:
             wait = float(retry_after) if retry_after else None
@@ -98,6 +100,7 @@ class _Target:
     size: int
     buffered: int
     direct_fd: int | None
+    etag: str | None  # sent as If-Match
     use_direct: bool = True
 
     def write(self, view: memoryview, length: int, offset: int) -> None:
@@ -137,13 +140,16 @@ class RangedFetcher:
         path: str,
         size: int,
         progress: Callable[[int], None],
+        *,
+        etag: str | None = None,
     ) -> None:
         """Fill `fd` (open on `path`) with the object's `size` bytes; `sign()` gives a fresh
         presigned GET URL; `progress(n)` is called from the workers, one at a time, and may
-        raise (Cancelled) to stop them."""
+        raise (Cancelled) to stop them. With the listed `etag`, every range carries If-Match:
+        ranges of two versions are never stitched together."""
         if _FALLOCATE is None or _FALLOCATE(fd, 0, 0, size) != 0:
             os.ftruncate(fd, size)  # no real allocation here: sparse, filled by the ranges
-        target = _Target(path, size, fd, _open_direct(path))
+        target = _Target(path, size, fd, _open_direct(path), etag)
         stop = threading.Event()
         lock = threading.Lock()
 
@@ -219,6 +225,8 @@ class RangedFetcher:
             conn, target_url, headers = self._conns.get(url, fresh=fresh)
             reused = conn.sock is not None
             headers = {**headers, "Range": f"bytes={offset}-{end - 1}"}
+            if target.etag:
+                headers["If-Match"] = target.etag
             try:
                 conn.request("GET", target_url, headers=headers)
                 resp = conn.getresponse()

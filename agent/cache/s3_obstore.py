@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from agent.cache.source_errors import Cancelled
+from agent.cache.source_errors import CHANGED, Cancelled, IntegrityError
 
 __all__ = ["RANGED_MIN", "ObstoreS3", "available"]
 
@@ -53,6 +53,8 @@ def _builtin(exc: BaseException, what: str) -> BaseException:
     from obstore import exceptions as oe
 
     text = f"{what}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, oe.PreconditionError):  # If-Match: the object is not what was listed
+        return IntegrityError(f"{what}: {CHANGED}")
     if isinstance(exc, oe.NotFoundError):
         return FileNotFoundError(text)
     if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError):
@@ -178,7 +180,7 @@ class ObstoreS3:
         if size is not None and size <= SMALL_MAX:
             try:
                 await self._small(rpath, lpath, size, md5, callback)
-            except (OSError, Cancelled, asyncio.CancelledError):
+            except (OSError, Cancelled, IntegrityError, asyncio.CancelledError):
                 raise
             except Exception as exc:
                 raise _builtin(exc, f"GET {rpath}") from exc
@@ -192,7 +194,7 @@ class ObstoreS3:
                 await self._streamed(rpath, fd, callback, md5, size)
             if md5 is not None:
                 self._md5[rpath] = md5.hexdigest()
-        except (OSError, Cancelled, asyncio.CancelledError):
+        except (OSError, Cancelled, IntegrityError, asyncio.CancelledError):
             raise  # ours (disk), download.py's stop signal from the progress hook, or a cancel
         except Exception as exc:
             raise _builtin(exc, f"GET {rpath}") from exc
@@ -206,8 +208,10 @@ class ObstoreS3:
         import obstore
 
         key = self._key(rpath)
+        # One byte past the listed size: an object that grew since the listing arrives too
+        # long and fails the size check, as a whole GET would (servers clip the range).
         data = memoryview(
-            await obstore.get_range_async(self.store, key, start=0, end=size) if size else b""
+            await obstore.get_range_async(self.store, key, start=0, end=size + 1) if size else b""
         )
         if md5 is not None:
             md5.update(data)
@@ -229,7 +233,9 @@ class ObstoreS3:
         each back alone would queue thousands of tiny I/Os)."""
         import obstore
 
-        resp = await obstore.get_async(self.store, self._key(rpath))
+        etag = self._etags.get(rpath)
+        options = {"if_match": etag} if etag else None  # the version listed, or a 412
+        resp = await obstore.get_async(self.store, self._key(rpath), options=options)
         writeback = size is not None and size >= RANGED_MIN
         offset = 0
         async for chunk in resp.stream(min_chunk_size=_CHUNK):
@@ -258,7 +264,8 @@ class ObstoreS3:
             if callback is not None:
                 callback.relative_update(n)  # download.py's hook raises Cancelled to stop us
 
-        await self._fetcher.fetch(sign, f"s3://{rpath}", fd, lpath, size, progress)
+        etag = self._etags.get(rpath) or None
+        await self._fetcher.fetch(sign, f"s3://{rpath}", fd, lpath, size, progress, etag=etag)
 
 
 _LOOP: asyncio.AbstractEventLoop | None = None

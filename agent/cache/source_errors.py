@@ -16,6 +16,7 @@ from typing import Literal, TypeVar
 from common.backoff import Backoff, BackoffPolicy
 
 __all__ = [
+    "CHANGED",
     "CacheWriteError",
     "Cancelled",
     "IntegrityError",
@@ -55,7 +56,12 @@ class SourceInvalid(SourceError):
 
 
 class IntegrityError(Exception):
-    """A file arrived with the wrong size or checksum, every time it was fetched."""
+    """A file arrived with the wrong size or checksum, every time it was fetched, or is no
+    longer the version the listing named."""
+
+
+# The store answered 412 to If-Match: retrying the same listing cannot succeed.
+CHANGED = "changed since the listing (its ETag differs); the next prefetch lists it again"
 
 
 class Cancelled(Exception):

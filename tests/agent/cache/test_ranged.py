@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agent.cache import ranged
-from agent.cache.source_errors import Cancelled
+from agent.cache.source_errors import Cancelled, IntegrityError
 from common.backoff import BackoffPolicy
 
 KIB = 1024
@@ -43,6 +43,7 @@ class Blob:
     data: bytes
     faults: list[Fault] = field(default_factory=list)
     ranges: list[tuple[int, int]] = field(default_factory=list)  # as asked, in order
+    etag: str = '"v1"'  # If-Match is checked against it
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -58,6 +59,8 @@ class _Handler(BaseHTTPRequestHandler):
             n = len(blob.ranges)
             blob.ranges.append((start, end))
         fault = next((f for f in blob.faults if f.at == n), None)
+        if self.headers.get("If-Match", blob.etag) != blob.etag:
+            fault = Fault(at=n, status=412)
         if fault and fault.status:
             body = b"<Error><Code>Scripted</Code></Error>"
             self.send_response(fault.status)
@@ -121,13 +124,20 @@ FAST = BackoffPolicy(initial=0.01, cap=0.02, floor=0.01)
 
 
 def _fetch(
-    url: str, path: Path, size: int, *, attempts: int = 3, progress: Callable[[int], None] | None
+    url: str,
+    path: Path,
+    size: int,
+    *,
+    attempts: int = 3,
+    progress: Callable[[int], None] | None,
+    etag: str | None = '"v1"',
 ) -> None:
     fetcher = ranged.RangedFetcher(attempts=attempts, backoff=FAST)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    what = "s3://bucket/big.bin"
     try:
         asyncio.run(
-            fetcher.fetch(lambda: url, "s3://bucket/big.bin", fd, str(path), size, progress or _no)
+            fetcher.fetch(lambda: url, what, fd, str(path), size, progress or _no, etag=etag)
         )
     finally:
         os.close(fd)
@@ -402,3 +412,14 @@ def test_a_cancelled_fetch_returns_only_once_its_workers_are_done(
     finally:
         release.set()
         os.close(fd)
+
+
+def test_a_range_of_another_version_is_refused_at_once(
+    server: tuple[str, _Server], tmp_path: Path
+) -> None:
+    url, srv = server
+    srv.blob = Blob(os.urandom(10 * KIB), etag='"v2"')  # replaced since the listing said v1
+
+    with pytest.raises(IntegrityError, match="changed since the listing"):
+        _fetch(url, tmp_path / "big.bin", 10 * KIB, progress=None, etag='"v1"')
+    assert len(srv.blob.ranges) == 1  # not retried: the same listing cannot succeed

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,3 +162,55 @@ def test_an_empty_object_arrives_as_an_empty_file_without_a_get(
     assert (root / "empty.bin").read_bytes() == b"" and (root / "one.txt").read_bytes() == b"1"
     assert s3.gets(bucket, "e/empty.bin", since=before) == []
     assert len(s3.gets(bucket, "e/one.txt", since=before)) == 1
+
+
+def _changing_after_listing(monkeypatch: pytest.MonkeyPatch, change: Callable[[], None]) -> None:
+    """Run `change` right after the prefetch lists the source, before any byte is fetched."""
+    real = s3_obstore.ObstoreS3.find
+
+    def find(self: s3_obstore.ObstoreS3, path: str, detail: bool = True) -> Any:
+        listed = real(self, path, detail)
+        change()
+        return listed
+
+    monkeypatch.setattr(s3_obstore.ObstoreS3, "find", find)
+
+
+def test_a_small_object_that_grew_since_the_listing_fails_its_size_check(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small object is one ranged GET; asking one byte past the listed size keeps a
+    whole GET's check: the new, longer version does not pass as a truncated old one."""
+    bucket = s3.new_bucket()
+    s3.put_tree(bucket, "g/", {"a.txt": b"x" * 100})
+
+    def grow() -> None:
+        s3.client.put_object(Bucket=bucket, Key="g/a.txt", Body=b"y" * 300)
+
+    _changing_after_listing(monkeypatch, grow)
+    retry = RetryPolicy(attempts=2, backoff=BackoffPolicy(initial=0.01, cap=0.02, floor=0.01))
+
+    with pytest.raises(IntegrityError, match="got 101 bytes, listed as 100"):
+        prefetch(PrefetchRequest("g", "v1", f"s3://{bucket}/g/", cache_root=tmp_path), retry=retry)
+    assert not version_dir(tmp_path, "g", "v1").exists()
+
+
+@pytest.mark.usefixtures("small_parts")
+def test_a_large_object_replaced_since_the_listing_is_refused_not_stitched(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranges carry If-Match with the listed ETag: same size, new bytes, and no MD5 to catch
+    it would otherwise end as a file of two versions."""
+    bucket = s3.new_bucket()
+    _multipart(s3, bucket, "r/big.bin", [os.urandom(5 * MIB), b"tail"])
+
+    def replace() -> None:
+        _multipart(s3, bucket, "r/big.bin", [os.urandom(5 * MIB), b"TAIL"])
+
+    _changing_after_listing(monkeypatch, replace)
+    before = len(s3.requests)
+
+    with pytest.raises(IntegrityError, match="changed since the listing"):
+        prefetch(PrefetchRequest("r", "v1", f"s3://{bucket}/r/", cache_root=tmp_path))
+    assert not version_dir(tmp_path, "r", "v1").exists()
+    assert all(r.status == 412 for r in s3.gets(bucket, "r/big.bin", since=before))
