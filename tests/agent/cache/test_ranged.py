@@ -6,6 +6,7 @@ right error, a server that ignores Range is refused, and a stop request ends eve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -102,11 +103,17 @@ class _Server(ThreadingHTTPServer):
 def server() -> Iterator[tuple[str, _Server]]:
     srv = _Server(("127.0.0.1", 0), _Handler)
     srv.blob = Blob(b"")
+    host, port = srv.server_address[:2]
+    with _serving(srv):
+        yield f"http://{host}:{port}/bucket/big.bin?X-Amz-Signature=abc", srv
+
+
+@contextlib.contextmanager
+def _serving(srv: ThreadingHTTPServer) -> Iterator[None]:
     thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    host, port = srv.server_address[:2]
     try:
-        yield f"http://{host}:{port}/bucket/big.bin?X-Amz-Signature=abc", srv
+        yield
     finally:
         srv.shutdown()
         srv.server_close()
@@ -294,13 +301,8 @@ class _ProxyServer(ThreadingHTTPServer):
 def proxy() -> Iterator[_ProxyServer]:
     srv = _ProxyServer(("127.0.0.1", 0), _ProxyHandler)
     srv.seen = []
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with _serving(srv):
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 @pytest.fixture
