@@ -7,12 +7,14 @@ copiers"): request signing and HTTP in Rust leave the Python side almost idle.
 `loop`, `async_impl`), as fsspec names them, so listing, retries, integrity checks and error
 classification stay the same for every source. Errors come out as the built-in exceptions
 `source_errors.classify_remote` understands. Three paths, by object size:
-- up to `SMALL_MAX`: one ranged GET of the listed size, a single await bridged from Rust
-  (each await costs a thread wake-up: more than the 4 KiB a small file carries);
-- larger, with an MD5 ETag (single-part uploads): one stream, hashed on the way in (no
-  read-back, `md5_of`), handed to the kernel's writeback as it lands when it is large;
+- up to `SMALL_MAX`: one ranged GET (the listed size and one byte more), a single await
+  bridged from Rust (each costs a thread wake-up: more than a 4 KiB file's transfer);
+- larger, below `RANGED_MIN` or with an MD5 ETag (single-part uploads): one stream, hashed
+  on the way in when there is an MD5 (no read-back, `md5_of`), handed to the kernel's
+  writeback as it lands when it is large;
 - `RANGED_MIN` and up without an MD5 (multipart uploads): parallel ranges written straight
   to disk by ranged.py.
+Each GET names the version listed (If-Match, or the size for small ones).
 Small files are not written back one by one: the prefetch's one syncfs flushes them
 together. Memory stays bounded whatever the object sizes.
 """
@@ -177,34 +179,30 @@ class ObstoreS3:
             callback.set_size(size)
         etag = self._etags.get(rpath, "").strip('"').lower()
         md5 = hashlib.md5(usedforsecurity=False) if _HEX_MD5.fullmatch(etag) else None
-        if size is not None and size <= SMALL_MAX:
-            try:
-                await self._small(rpath, lpath, size, md5, callback)
-            except (OSError, Cancelled, IntegrityError, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                raise _builtin(exc, f"GET {rpath}") from exc
-            return
-        fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            # An MD5 must be hashed in order: one stream. Otherwise large objects in parts.
-            if md5 is None and size is not None and size >= RANGED_MIN:
-                await self._ranged(rpath, fd, lpath, size, callback)
+            if size is not None and size <= SMALL_MAX:
+                await self._small(rpath, lpath, size, md5, callback)
             else:
-                await self._streamed(rpath, fd, callback, md5, size)
+                fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+                try:
+                    # An MD5 must be hashed in order: one stream. Else large objects in parts.
+                    if md5 is None and size is not None and size >= RANGED_MIN:
+                        await self._ranged(rpath, fd, lpath, size, callback)
+                    else:
+                        await self._streamed(rpath, fd, callback, md5, size)
+                finally:
+                    os.close(fd)
             if md5 is not None:
                 self._md5[rpath] = md5.hexdigest()
         except (OSError, Cancelled, IntegrityError, asyncio.CancelledError):
-            raise  # ours (disk), download.py's stop signal from the progress hook, or a cancel
+            raise  # ours (disk, a changed object), download.py's stop signal, or a cancel
         except Exception as exc:
             raise _builtin(exc, f"GET {rpath}") from exc
-        finally:
-            os.close(fd)
 
     async def _small(self, rpath: str, lpath: str, size: int, md5: Any, callback: Any) -> None:
-        """A small object as one ranged GET of its listed size: one await bridged from Rust
-        per file (a GET and then its body take two; worker threads cost more still in
-        wake-ups, measured). An empty object needs no request at all."""
+        """A small object as one ranged GET: one await bridged from Rust per file (a GET and
+        then its body take two; worker threads cost more still in wake-ups, measured). An
+        empty object needs no request at all."""
         import obstore
 
         key = self._key(rpath)
@@ -215,7 +213,6 @@ class ObstoreS3:
         )
         if md5 is not None:
             md5.update(data)
-            self._md5[rpath] = md5.hexdigest()
         fd = os.open(lpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             _pwrite_all(fd, data, 0, False)
