@@ -14,9 +14,10 @@ turns within a run so that none gets a warmer server:
 - two engine probes in Python, list + 8 parallel GETs and nothing else, for choosing the
   transfer engine: s3fs (what prefetch uses) and obstore (Rust object_store).
 Each is a separate process started by a small launcher; peak RSS comes from wait4() (so
-a ~10 MiB floor is the launcher's). "× fastest peer" divides the
-fastest of s5cmd and aws by the row's seconds (prefetch's target: ≥ 0.9 on large objects,
-≥ 1.0 on many small files). Medians of `runs` runs.
+a ~10 MiB floor is the launcher's). "× fastest peer" divides the fastest of s5cmd and aws
+by the row's seconds (prefetch's target: ≥ 0.9 on large objects, ≥ 1.0 on many small
+files). Medians of `runs` runs: 9 by default, as on a shared 2-core machine medians of 5
+swung by ±0.1 from one run to the next.
 
 Run alone: `python -m benchmarks.bench_prefetch_peers [--quick]` (--quick: one run, and
 the 2 GiB case left out).
@@ -189,7 +190,7 @@ def _upload(env: dict[str, str], endpoint: str, scratch: Path, prefix: str, n: i
 
 
 def run_prefetch_peers_bench(
-    *, runs: int = 5, cases: Sequence[str] | None = None
+    *, runs: int = 9, cases: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
     binary = ensure_versitygw()
     rows: list[dict[str, Any]] = []
@@ -292,4 +293,4 @@ if __name__ == "__main__":
 
     quick = "--quick" in sys.argv
     chosen = [c for c in CASES if not (quick and "GiB" in c)]
-    print(markdown_table(run_prefetch_peers_bench(runs=1 if quick else 5, cases=chosen)))
+    print(markdown_table(run_prefetch_peers_bench(runs=1 if quick else 9, cases=chosen)))
