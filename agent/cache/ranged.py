@@ -30,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from agent.cache.durable import libc_call
 from agent.cache.http_pool import Connections
 from agent.cache.source_errors import CHANGED, Cancelled, IntegrityError
 from common.backoff import Backoff, BackoffPolicy
@@ -45,16 +46,8 @@ _ALIGN = 4096  # O_DIRECT wants offsets, lengths and buffers aligned to the logi
 _TIMEOUT_S = 30.0
 
 
-def _libc_call(name: str) -> Callable[..., int] | None:
-    try:
-        call = getattr(ctypes.CDLL(None, use_errno=True), name)
-    except (OSError, AttributeError):
-        return None
-    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    return call  # type: ignore[no-any-return]
-
-
-_FALLOCATE = _libc_call("fallocate")  # real allocation or EOPNOTSUPP, never glibc's emulation
+# Real allocation or EOPNOTSUPP, never glibc's posix_fallocate emulation (writing zeros).
+_FALLOCATE = libc_call("fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64])
 
 
 class _Transient(Exception):

@@ -22,6 +22,7 @@ together. Memory stays bounded whatever the object sizes.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import os
 import re
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+from agent.cache.durable import libc_call
 from agent.cache.source_errors import CHANGED, Cancelled, IntegrityError
 
 __all__ = ["RANGED_MIN", "ObstoreS3", "available"]
@@ -281,19 +283,10 @@ def _io_loop() -> asyncio.AbstractEventLoop:
         return _LOOP
 
 
-def _start_writeback() -> Any:
-    """Linux sync_file_range(SYNC_FILE_RANGE_WRITE): start flushing a range, do not wait."""
-    try:
-        import ctypes
-
-        call = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    return call
-
-
-_WRITEBACK = _start_writeback()
+# sync_file_range(SYNC_FILE_RANGE_WRITE): start flushing a range, do not wait for it.
+_WRITEBACK = libc_call(
+    "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+)
 
 
 def _pwrite_all(fd: int, view: memoryview, offset: int, writeback: bool) -> None:
