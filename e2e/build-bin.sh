@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the real control plane (etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, kubectl) from the Go module proxy into a cache outside
-# the repository, keyed by version, and reuse what is already there.
+# kube-controller-manager, kubectl), the kubelet, and our e2e node runtime (CRI +
+# device plugins, e2e/go/kubernetes/node) from the Go module proxy into a cache outside
+# the repository, keyed by version (our runtime: by its source), and reuse what is there.
 #
 # Kubernetes and etcd cannot be `go install`ed: their go.mod files replace
 # modules with directories that module zips leave out. The wrapper modules in
@@ -53,9 +54,15 @@ build() {  # build NAME MODULE_DIR PACKAGE LDFLAGS
 }
 
 build etcd "$here/go/etcd" . "-s -w"
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
   build "$cmd" "$here/go/kubernetes" "k8s.io/kubernetes/cmd/$cmd" "$k8s_ldflags"
 done
+# Ours changes with the repository: key it by its source, keep the name e2e-node a link.
+node_src=$(find "$here/go/kubernetes/node" -name '*.go' ! -name '*_test.go' | sort)
+# shellcheck disable=SC2086
+node_key=$(cat "$here/go/kubernetes/go.mod" $node_src | sha256sum | cut -c1-12)
+build "e2e-node-$node_key" "$here/go/kubernetes" ./node "-s -w"
+ln -sfn "e2e-node-$node_key" "$bin/e2e-node"
 # The cert-manager overlay's CRDs, from the cert-manager Go module (its deploy/crds).
 crds="$bin/../cert-manager-$CERT_MANAGER_VERSION-crds"
 if [ ! -d "$crds" ]; then
