@@ -46,7 +46,7 @@ def prepare_cache(root: Path, uid: int, gid: int) -> list[Path]:
     """Create `root` if needed; give it and its dataset directories to uid:gid, mode 0755.
     Returns the directories that changed."""
     root.mkdir(parents=True, exist_ok=True)
-    (root / LEASE_DIR).mkdir(exist_ok=True)  # a hostPath of the agent: it must exist first
+    (root / LEASE_DIR).mkdir(exist_ok=True)  # the kubelet made it (DirectoryOrCreate) or we do
     changed = []
     for path in (root, *sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())):
         st = path.lstat()
