@@ -3,9 +3,13 @@
     python -m e2e.cluster up      # start everything, print the two export lines, exit
     python -m e2e.cluster down    # stop every process it started, by pid; remove the state
     python -m e2e.cluster status  # what runs
+    python -m e2e.cluster nodes --output json             # the nodes and their kubelets' paths
+    python -m e2e.cluster add-node NAME --sysfs DIR [--kubelet-config FILE] [--memory QTY]
+    python -m e2e.cluster remove-node NAME
 
 State (kubeconfigs, PKI, logs, pids, node fixtures) lives in $TOPOPLACE_E2E_STATE, default
-<repo>/.e2e; etcd's data in /dev/shm. `cluster.json` there tells the e2e tests where
+<repo>/.e2e; etcd's data and each kubelet's /var in /dev/shm (short paths: unix sockets live
+there). `cluster.json` there tells the e2e tests where
 everything is.
 """
 
@@ -19,17 +23,20 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from e2e import procs
 from e2e.controlplane import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
+from e2e.nodes import manage, specs
+from e2e.nodes.start import node_procs, start_node, wait_ready
+from e2e.pki import Pki
 from e2e.topoplace import (
     REPO,
     VENV_BIN,
     install,
-    register_nodes,
     start_agents,
     start_claim_templates,
     start_webhook,
@@ -44,6 +51,8 @@ STOP_ORDER_PREFIXES = (
     "webhook-serve",
     "webhook-certs",
     "projector",
+    "kubelet-",
+    "runtime-",
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",
@@ -66,8 +75,11 @@ def bin_dir() -> Path:
 
 
 def _tmpfs_dir(state: Path) -> Path:
-    key = hashlib.sha256(str(state).encode()).hexdigest()[:12]
+    key = hashlib.sha256(str(state).encode()).hexdigest()[:8]
     return Path("/dev/shm") / f"topoplace-e2e-{key}"
+
+
+REQUIRED_BINS = ("etcd", "kube-apiserver", "kubectl", "kubelet", "e2e-node")
 
 
 class Cluster:
@@ -97,6 +109,19 @@ class Cluster:
         proc = self.info["procs"][name]
         procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=REPO)
 
+    def control_plane(self) -> ControlPlane:
+        return ControlPlane(
+            self.state,
+            self.bin,
+            Pki(Path(self.info["ca"]).parent),
+            self.info["server"],
+            self.kubeconfig,
+            Path(self.info["etcd_data"]),
+        )
+
+    def save(self) -> None:
+        (self.state / "cluster.json").write_text(json.dumps(self.info, indent=2) + "\n")
+
 
 def load(state: Path | None = None) -> Cluster:
     state = state or state_dir()
@@ -123,43 +148,83 @@ def _path_dir(state: Path, bins: Path) -> Path:
     return out
 
 
-def up(state: Path) -> int:
-    started = time.monotonic()
-
+def _say(started: float) -> Callable[[str], None]:
     def say(text: str) -> None:
         print(f"[cluster {time.monotonic() - started:5.1f}s] {text}", flush=True)
 
-    if (state / "cluster.json").exists():
-        alive = procs.running(state)
-        if alive:
-            print(f"cluster already up ({len(alive)} processes, state {state})")
-            print(_exports(json.loads((state / "cluster.json").read_text())))
-            return 0
-        say(f"a previous cluster at {state} is gone; cleaning its state")
+    return say
+
+
+def _start_nodes(cp: ControlPlane, k: Kubectl, say: Callable[[str], None]) -> dict[str, Any]:
+    """Every simulated node's runtime and kubelet, started together, then waited for."""
+    host_root = _tmpfs_dir(cp.state) / "nodes"
+    out: dict[str, Any] = {}
+    for index, node in enumerate(specs.NODES):
+        started = start_node(cp, node, index=index, host_root=host_root)
+        out[node.name] = {**started.record, "index": index}
+    for name in out:
+        wait_ready(cp, k, name)
+        say(f"node {name} Ready: its kubelet registered it ({_capacity(k, name)})")
+    return out
+
+
+def _capacity(k: Kubectl, name: str) -> str:
+    cap = k.json("get", "node", name)["status"]["capacity"]
+    parts = [f"{cap.get('cpu')} cpu", f"memory {cap.get('memory')}"]
+    parts += [f"{r} {cap[r]}" for r in ("nvidia.com/gpu", "rdma/ib") if r in cap]
+    return ", ".join(parts)
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def up(state: Path) -> int:
+    started = time.monotonic()
+    say = _say(started)
+    alive = procs.running(state)
+    if alive and (state / "cluster.json").exists():
+        print(f"cluster already up ({len(alive)} processes, state {state})")
+        print(_exports(json.loads((state / "cluster.json").read_text())))
+        return 0
+    if state.exists():  # gone, or a start that never finished: clean what it left
+        say(f"a previous cluster at {state} is gone or unfinished; cleaning its state")
         down(state, quiet=True)
     bins = bin_dir()
-    missing = [b for b in ("etcd", "kube-apiserver", "kubectl") if not (bins / b).exists()]
+    missing = [b for b in REQUIRED_BINS if not (bins / b).exists()]
     if missing:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1
     state.mkdir(parents=True, exist_ok=True)
-    etcd_data = _tmpfs_dir(state)
+    etcd_data = _tmpfs_dir(state) / "etcd"
     etcd_data.mkdir(parents=True, exist_ok=True)
     try:
         cp = start_control_plane(state, bins, etcd_data, say)
         k = Kubectl(bins / "kubectl", cp.admin_kubeconfig)
-        node_paths = register_nodes(cp, k, say)
+        node_paths = _start_nodes(cp, k, say)
         objects = install(k, say)
         ours = start_webhook(cp, k, objects, say)
         ours |= start_claim_templates(cp, k, objects, say)
         ours |= start_agents(cp, k, objects, node_paths, say)
     except Exception as exc:
-        print(f"make cluster failed: {exc}", file=sys.stderr)
-        for name in procs.running(state):
-            print(procs.log_tail(state, name, 15), file=sys.stderr)
-        down(state, quiet=True)
+        try:
+            print(f"make cluster failed: {exc}", file=sys.stderr)
+            for name in procs.running(state):
+                print(procs.log_tail(state, name, 15), file=sys.stderr)
+        finally:  # a closed stderr must not leave processes behind
+            down(state, quiet=True)
         return 1
     info = _record(state, cp, bins, node_paths, ours)
+    alive = procs.running(state)
+    rss = ", ".join(
+        f"{name} {_rss_mib(alive[node_procs(name)[0]]):.0f} MiB"
+        for name in node_paths
+        if node_procs(name)[0] in alive
+    )
+    say(f"kubelet RSS: {rss}")
     say(f"cluster up: {len(node_paths)} nodes; logs in {state / 'logs'}")
     print(_exports(info))
     return 0
@@ -212,11 +277,25 @@ def status(state: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
-    parser.add_argument("command", choices=("up", "down", "status"))
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("up", "down", "status"):
+        sub.add_parser(name)
+    manage.add_parsers(sub)
     args = parser.parse_args(argv)
     state = state_dir()
-    return {"up": up, "down": down, "status": status}[args.command](state)
+    if args.command in ("up", "down", "status"):
+        return {"up": up, "down": down, "status": status}[args.command](state)
+    try:
+        cluster = load(state)
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return manage.run(args, cluster, host_root=_tmpfs_dir(state) / "nodes")
 
 
 if __name__ == "__main__":

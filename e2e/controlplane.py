@@ -1,4 +1,5 @@
-"""etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1, no kubelet."""
+"""etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1; the nodes'
+kubelets join it (e2e/nodes)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ __all__ = ["CONTROLLERS", "ControlPlane", "start_control_plane"]
 
 SERVICE_CIDR = "10.0.0.0/24"
 
-# Everything the product's objects need, and nothing that expects a kubelet: without
-# heartbeats, node-lifecycle-controller would taint every node unreachable.
+# Everything the product's objects and the kubelets need, as in production: node-lifecycle
+# taints a node whose kubelet stops renewing its Lease, taint-eviction and pod GC clean up.
 CONTROLLERS = (
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "pod-garbage-collector-controller",
     "deployment-controller",
     "replicaset-controller",
     "statefulset-controller",
@@ -131,10 +135,9 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,"
             "ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
-            # It taints every new Node not-ready until node-lifecycle-controller sees the
-            # kubelet's Ready heartbeat; with no kubelet here that taint would never go, for
-            # our simulated nodes or any Node a user registers.
-            "--disable-admission-plugins=TaintNodesByCondition",
+            # For logs and exec through the kubelets (which trust the cluster CA).
+            f"--kubelet-client-certificate={pki.cert('kube-apiserver-kubelet-client')}",
+            f"--kubelet-client-key={pki.key('kube-apiserver-kubelet-client')}",
             f"--audit-policy-file={audit_policy}",
             f"--audit-log-path={procs.log_path(state, 'audit')}",
             "--audit-log-format=json",
@@ -180,6 +183,10 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
             f"--service-account-private-key-file={pki.key('service-account')}",
             f"--root-ca-file={pki.ca}",
             "--leader-elect=false",
+            # NotReady 20 s after a kubelet's last heartbeat (production: 50 s), so the
+            # node-loss scenario does not wait a minute.
+            "--node-monitor-grace-period=20s",
+            "--node-monitor-period=2s",
             "--bind-address=127.0.0.1",
             f"--secure-port={kcm_port}",
         ],

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Pki", "make_pki"]
+__all__ = ["Pki", "issue_node_client", "make_pki"]
 
 _VALID = dt.timedelta(days=2)  # a test cluster lives for minutes to hours
 
@@ -97,6 +97,7 @@ CLIENTS = {
     "admin": ("topoplace-e2e-admin", "system:masters"),
     "kube-scheduler": ("system:kube-scheduler", None),
     "kube-controller-manager": ("system:kube-controller-manager", None),
+    "kube-apiserver-kubelet-client": ("kube-apiserver-kubelet-client", "system:masters"),
 }
 API_SERVER_NAMES = (
     "localhost",
@@ -136,3 +137,16 @@ def make_pki(directory: Path) -> Pki:
         )
     )
     return pki
+
+
+def issue_node_client(pki: Pki, node: str) -> tuple[Path, Path]:
+    """A kubelet's client pair: `system:node:<node>` in group `system:nodes`, so the Node
+    authorizer and NodeRestriction treat it as that node and no other."""
+    ca_key = serialization.load_pem_private_key(pki.key("ca").read_bytes(), password=None)
+    ca_name = x509.load_pem_x509_certificate(pki.ca.read_bytes()).subject
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = f"node-{node}"
+    cert = _issue(_name(f"system:node:{node}", "system:nodes"), key, ca_name, ca_key, client=True)  # type: ignore[arg-type]
+    pki.cert(name).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(pki.key(name), key)
+    return pki.cert(name), pki.key(name)

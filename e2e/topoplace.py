@@ -1,9 +1,9 @@
-"""Topoplace on the local control plane: the manifests applied, simulated nodes registered, and
-the webhook, its certs sidecar and one agent per node running as the manifests run them."""
+"""Topoplace on the local control plane: the manifests applied, and the webhook, its certs
+sidecar and one agent per node running as the manifests run them, beside the pods that the
+nodes' kubelets run for them."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from common.cache_layout import DEFAULT_CACHE_ROOT
-from e2e import nodes, procs
+from e2e import procs
 from e2e.controlplane import ControlPlane
 from e2e.kube import Kubectl, get_url, write_kubeconfig
 from e2e.pods import local_container, pod_spec_of, uses_api_token
@@ -20,7 +20,6 @@ from e2e.pods import local_container, pod_spec_of, uses_api_token
 __all__ = [
     "NAMESPACE",
     "install",
-    "register_nodes",
     "start_agents",
     "start_claim_templates",
     "start_webhook",
@@ -38,35 +37,6 @@ Say = Callable[[str], None]
 
 def render(k: Kubectl, overlay: Path = OVERLAY) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(k("kustomize", str(overlay))) if d]
-
-
-def register_nodes(cp: ControlPlane, k: Kubectl, say: Say) -> dict[str, dict[str, Any]]:
-    """Create each Node with the status a kubelet would post, as the kubelet registers."""
-    out: dict[str, dict[str, Any]] = {}
-    for node in nodes.NODES:
-        paths = nodes.lay_out(node, cp.state / "nodes" / node.name)
-        obj = nodes.node_object(node, paths)
-        k("create", "-f", "-", input=json.dumps(obj))
-        k(
-            "patch",
-            "node",
-            node.name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": obj["status"]}),
-        )
-        out[node.name] = {
-            "machine": node.machine,
-            "sysfs": str(paths.sysfs),
-            "datasets": str(paths.datasets),
-            "kubelet_config": str(paths.kubelet_config),
-        }
-        say(
-            f"node {node.name} registered ({node.machine}: {obj['status']['capacity']['cpu']} "
-            f"cpu, {obj['status']['capacity'].get('nvidia.com/gpu', '0')} GPUs)"
-        )
-    return out
 
 
 def install(k: Kubectl, say: Say) -> list[dict[str, Any]]:
@@ -263,7 +233,7 @@ def start_agents(
         kubeconfig = _token_kubeconfig(cp, k, "topoplace-agent", pod, f"agent-{node}")
         tmp = cp.state / "nodes" / node / "tmp"
         tmp.mkdir(exist_ok=True)
-        volumes = _agent_volumes(spec, cp.state / "nodes" / node, paths, tmp)
+        volumes = _agent_volumes(spec, paths, tmp)
         fields = {"spec.nodeName": node, "metadata.namespace": NAMESPACE, "metadata.name": pod}
         prepare = local_container(
             spec, "prepare-cache", volumes=volumes, fields=fields, executables=EXECUTABLES
@@ -300,28 +270,31 @@ def start_agents(
     return started
 
 
-def _agent_volumes(
-    spec: dict[str, Any], node_root: Path, paths: dict[str, Any], tmp: Path
-) -> dict[str, Path]:
-    """Where each of the DaemonSet's volumes lives for this simulated node.
+def _agent_volumes(spec: dict[str, Any], paths: dict[str, Any], tmp: Path) -> dict[str, Path]:
+    """Where each of the DaemonSet's volumes lives for this node, as its kubelet mounts them.
 
-    Host paths the fixtures provide (sysfs, the dataset cache, the kubelet config) map to the
-    node's fixture; any other hostPath (the kubelet's pod-resources directory…) to an empty
-    directory under the node's root, as on a node where that component is absent.
+    The kubelet sees the node's own /var/lib and /var/log (and the dataset cache) through
+    bind mounts; a hostPath maps to the host directory behind the mount it falls under.
+    /sys is the machine's sysfs tree.
     """
-    fixtures = {
+    host = Path(paths["host_root"])
+    binds = {
         "/sys": Path(paths["sysfs"]),
         str(DEFAULT_CACHE_ROOT): Path(paths["datasets"]),
-        "/var/lib/kubelet/config.yaml": Path(paths["kubelet_config"]),
+        "/var/lib": host / "var" / "lib",
+        "/var/log": host / "var" / "log",
     }
     out: dict[str, Path] = {}
     for volume in spec.get("volumes", []):
         if "hostPath" in volume:
-            host = volume["hostPath"]["path"]
-            local = fixtures.get(host) or node_root / "host" / host.lstrip("/")
-            if host not in fixtures:
-                local.mkdir(parents=True, exist_ok=True)
-            out[volume["name"]] = local
+            path = volume["hostPath"]["path"]
+            under = [b for b in binds if path == b or path.startswith(b + "/")]
+            if under:
+                bind = max(under, key=len)
+                out[volume["name"]] = binds[bind] / path[len(bind) :].lstrip("/")
+            else:  # nothing of the simulated machine there: an empty directory of the node
+                out[volume["name"]] = host / "rootfs" / path.lstrip("/")
+                out[volume["name"]].mkdir(parents=True, exist_ok=True)
         elif "emptyDir" in volume:
             out[volume["name"]] = tmp
     return out

@@ -23,6 +23,7 @@ from e2e.kube import Kubectl
 
 REPO = Path(__file__).resolve().parents[2]
 _LOGS = ("webhook-serve", "webhook-certs", "projector", "kube-scheduler", "kube-apiserver")
+_NODE_LOGS = ("agent-", "kubelet-", "runtime-")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -41,8 +42,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             state = load().state
         except FileNotFoundError:
             return
-        names = [*_LOGS, *sorted(p.stem for p in (state / "logs").glob("agent-*.log"))]
-        tails = [procs.log_tail(state, n, 12 if n.startswith("agent-") else 25) for n in names]
+        per_node = sorted(
+            p.stem for p in (state / "logs").glob("*.log") if p.stem.startswith(_NODE_LOGS)
+        )
+        names = [*_LOGS, *per_node]
+        tails = [procs.log_tail(state, n, 12 if n in per_node else 25) for n in names]
         report.sections.append(("cluster logs", "\n\n".join(tails)))
 
 
@@ -72,18 +76,20 @@ def namespace(kubectl: Kubectl) -> Iterator[str]:
         f"serviceaccount default in {name}",
     )
     yield name
-    # No kubelet confirms a bound pod's termination: delete the controllers, then remove their
-    # pods at once so the scheduler stops counting their requests on the simulated nodes.
+    # The kubelets free a pod's exclusive CPUs and devices when they stop it: wait for that
+    # (the Pods gone), so the next scenario finds the nodes as empty as the scheduler does.
+    kubectl.run("delete", "deployments,jobs,replicasets", "--all", "-n", name, check=False)
     kubectl.run(
         "delete",
-        "deployments,jobs,replicasets",
+        "pods",
         "--all",
         "-n",
         name,
-        "--cascade=orphan",
+        "--grace-period=1",
+        "--timeout=90s",
         check=False,
+        timeout=120,
     )
-    kubectl.run("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force", check=False)
     kubectl.run("delete", "namespace", name, "--wait=false", check=False)
 
 

@@ -31,6 +31,7 @@ def discover(paths: dict[str, Any]) -> dict[str, Any]:
             f"--sysfs-root={paths['sysfs']}",
             f"--dataset-root={paths['datasets']}",
             f"--kubelet-config={paths['kubelet_config']}",
+            f"--kubelet-config-dir={paths['kubelet_config_dir']}",
             "--no-nvml",
             "--output=json",
         ],

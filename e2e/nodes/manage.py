@@ -1,0 +1,151 @@
+"""`python -m e2e.cluster nodes | add-node | remove-node`: the nodes of a running cluster.
+
+`add-node` takes a sysfs tree as `topoplace-agent discover` reads it and returns once the
+Node is Ready (its kubelet registered it) and labelled (its agent reconciled). A tree the
+kubelet cannot be shown (no CPU topology) is refused before anything starts, and a node that
+fails to come up is stopped and removed again: nothing is left behind either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from common.vocabulary import Label
+from e2e import procs
+from e2e.nodes.specs import SimulatedNode, memory_kib
+from e2e.nodes.start import start_node, stop_node, wait_ready
+from e2e.nodes.view import NodeSetupError
+from e2e.topoplace import render, start_agents
+
+if TYPE_CHECKING:
+    from e2e.cluster import Cluster
+
+__all__ = ["add_parsers", "run"]
+
+CONTRACT_FIELDS = (
+    "machine",
+    "sysfs",
+    "kubelet_root",
+    "kubelet_config",
+    "kubelet_config_dir",
+    "pod_resources_socket",
+)
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def add_parsers(sub: Any) -> None:
+    nodes = sub.add_parser("nodes", help="list the simulated nodes")
+    nodes.add_argument("--output", choices=("json", "table"), default="table")
+    add = sub.add_parser("add-node", help="start one more simulated node")
+    add.add_argument("name")
+    add.add_argument("--sysfs", type=Path, required=True, help="the machine's sysfs tree")
+    add.add_argument("--kubelet-config", type=Path, help="KubeletConfiguration fields (YAML)")
+    add.add_argument("--memory", default="64Gi", help="installed memory (default 64Gi)")
+    remove = sub.add_parser("remove-node", help="stop a node's kubelet and delete the Node")
+    remove.add_argument("name")
+
+
+def run(args: argparse.Namespace, cluster: Cluster, *, host_root: Path) -> int:
+    if args.command == "nodes":
+        return _list(cluster, args.output)
+    if args.command == "add-node":
+        return _add(cluster, args, host_root)
+    return _remove(cluster, args.name, host_root)
+
+
+def _list(cluster: Cluster, output: str) -> int:
+    rows = [
+        {"name": name, **{f: rec.get(f) for f in CONTRACT_FIELDS}}
+        for name, rec in cluster.nodes.items()
+    ]
+    if output == "json":
+        print(json.dumps({"nodes": rows}, indent=2))
+    else:
+        for row in rows:
+            print(f"{row['name']:<20} {row['machine']:<14} {row['kubelet_root']}")
+    return 0
+
+
+def _fail(text: str) -> int:
+    print(f"add-node: {text}", file=sys.stderr)
+    return 2
+
+
+def _kubelet_fields(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    doc = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a mapping of KubeletConfiguration fields")
+    return {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
+
+
+def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
+    name: str = args.name
+    if not _NAME.match(name):
+        return _fail(f"node name {name!r}: expected a DNS label (lower-case letters, digits, -)")
+    if name in cluster.nodes:
+        return _fail(f"node {name} exists already")
+    sysfs = args.sysfs.resolve()
+    if not sysfs.is_dir():
+        return _fail(f"--sysfs {args.sysfs}: not a directory")
+    try:
+        memory_kib(args.memory)
+        fields = _kubelet_fields(args.kubelet_config)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        return _fail(str(exc))
+    cp = cluster.control_plane()
+    node = SimulatedNode(name, sysfs.name, args.memory, fields)
+    index = 1 + max((rec.get("index", 0) for rec in cluster.nodes.values()), default=-1)
+    t0 = time.monotonic()
+    try:
+        started = start_node(cp, node, index=index, host_root=host_root, sysfs=sysfs)
+    except NodeSetupError as exc:
+        stop_node(cluster.state, name, host_root)
+        return _fail(f"--sysfs {args.sysfs}: {exc}; nothing was started")
+    record = {**started.record, "index": index}
+    try:
+        wait_ready(cp, cluster.kubectl, name)
+        ours = start_agents(cp, cluster.kubectl, render(cluster.kubectl), {name: record}, print)
+        procs.wait_for(
+            lambda: (
+                Label.CPU_SOCKETS
+                in cluster.kubectl.json("get", "node", name)["metadata"].get("labels", {})
+            ),
+            f"Node {name} labelled by its agent",
+        )
+    except Exception as exc:
+        print(f"add-node {name} failed: {exc}", file=sys.stderr)
+        _stop(cluster, name, host_root)
+        return 1
+    cluster.nodes[name] = record
+    cluster.info["procs"] |= ours
+    cluster.save()
+    print(f"node {name} Ready and labelled in {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def _stop(cluster: Cluster, name: str, host_root: Path) -> None:
+    procs.stop(cluster.state, f"agent-{name}")
+    stop_node(cluster.state, name, host_root)
+    cluster.kubectl.run("delete", "node", name, "--ignore-not-found", check=False)
+
+
+def _remove(cluster: Cluster, name: str, host_root: Path) -> int:
+    if name not in cluster.nodes:
+        print(f"remove-node: no node {name} (see `nodes`)", file=sys.stderr)
+        return 2
+    _stop(cluster, name, host_root)
+    del cluster.nodes[name]
+    cluster.info["procs"].pop(f"agent-{name}", None)
+    cluster.save()
+    print(f"node {name} stopped and deleted")
+    return 0

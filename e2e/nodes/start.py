@@ -1,0 +1,166 @@
+"""Start and stop a simulated node: its machine view, its runtime and device plugins, its
+kubelet; and wait until the kubelet has registered a Ready Node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from e2e import procs
+from e2e.controlplane import ControlPlane
+from e2e.kube import Kubectl, write_kubeconfig
+from e2e.nodes import kubelet
+from e2e.nodes.devices import device_plugins
+from e2e.nodes.specs import SimulatedNode, memory_kib
+from e2e.nodes.view import write_view
+from e2e.pki import issue_node_client
+from tests.agent.discovery import machines
+
+__all__ = ["NodeStarted", "node_procs", "start_node", "stop_node", "wait_ready"]
+
+RUNTIME = "e2e-node"
+
+
+def node_procs(name: str) -> tuple[str, str]:
+    """The process names of a node, kubelet first: stop it before its runtime."""
+    return f"kubelet-{name}", f"runtime-{name}"
+
+
+@dataclass(frozen=True)
+class NodeStarted:
+    name: str
+    record: dict[str, Any]  # what cluster.json keeps about the node
+
+
+def _pod_ip_prefix(index: int) -> str:
+    # 127.0.1.x are node addresses; pods of node i get 127.<2 + i // 256>.<i % 256>.x
+    return f"127.{2 + index // 256}.{index % 256}"
+
+
+def start_node(
+    cp: ControlPlane,
+    node: SimulatedNode,
+    *,
+    index: int,
+    host_root: Path,
+    sysfs: Path | None = None,
+    config_file: dict[str, Any] | None = None,
+) -> NodeStarted:
+    """Lay out the node and start its runtime and kubelet; returns before it is Ready.
+
+    `sysfs`: a tree to use as it is (add-node); otherwise the node's fixture is built.
+    """
+    node_dir = cp.state / "nodes" / node.name
+    if sysfs is None:
+        sysfs = machines.build(node.machine, node_dir / "sys")
+    paths = kubelet.KubeletPaths(host_root / node.name)
+    # The view first: a tree without CPU topology fails here, before anything runs.
+    view = write_view(sysfs, memory_kib(node.memory), paths.host / "machine")
+    datasets = node_dir / "datasets"
+    datasets.mkdir(parents=True, exist_ok=True)
+
+    cert, key = issue_node_client(cp.pki, node.name)
+    kubeconfig = write_kubeconfig(
+        cp.state / "kubeconfigs" / f"node-{node.name}.kubeconfig",
+        server=cp.server,
+        ca=cp.pki.ca,
+        user=f"system:node:{node.name}",
+        cert=cert,
+        key=key,
+    )
+    kubelet_port, healthz_port = procs.free_port(), procs.free_port()
+    fields = {**node.kubelet, **(config_file or {})}
+    doc = kubelet.config(
+        ca=cp.pki.ca,
+        cri_socket=paths.cri_socket,
+        port=kubelet_port,
+        healthz_port=healthz_port,
+        fields=fields,
+    )
+    kubelet.write_config(paths, doc, node.dropins)
+    devices = paths.host / "devices.json"
+    devices.write_text(json.dumps(device_plugins(sysfs), indent=2) + "\n")
+    paths.device_plugins.mkdir(parents=True, exist_ok=True)
+
+    kubelet_name, runtime_name = node_procs(node.name)
+    procs.start(
+        cp.state,
+        runtime_name,
+        [
+            str(cp.bin / RUNTIME),
+            f"--node-name={node.name}",
+            f"--cri-socket={paths.cri_socket}",
+            f"--pod-ip-prefix={_pod_ip_prefix(index)}",
+            f"--kubeconfig={kubeconfig}",
+            f"--devices={devices}",
+            f"--device-plugin-dir={paths.device_plugins}",
+        ],
+    )
+    procs.wait_for(
+        lambda: paths.cri_socket.is_socket(),
+        f"the container runtime of {node.name} on {paths.cri_socket}",
+        timeout=30,
+        watch=lambda: procs.check_alive(cp.state, runtime_name),
+    )
+    argv = kubelet.command(
+        cp.bin / "kubelet",
+        paths,
+        view,
+        datasets,
+        node=node.name,
+        kubeconfig=kubeconfig,
+        node_ip=f"127.0.1.{1 + index % 250}",
+        labels={"node.kubernetes.io/instance-type": node.machine},
+    )
+    # Its own directory as cwd: nothing a kubelet does relative to it lands in the repo.
+    procs.start(cp.state, kubelet_name, argv, cwd=paths.host)
+    record = {
+        "machine": node.machine,
+        "memory": node.memory,
+        "sysfs": str(sysfs),
+        "datasets": str(datasets),
+        "host_root": str(paths.host),
+        "kubelet_root": str(paths.root),
+        "kubelet_config": str(paths.config),
+        "kubelet_config_dir": str(paths.config_dir),
+        "pod_resources_socket": str(paths.pod_resources_socket),
+        "kubelet_port": kubelet_port,
+        "kubelet_healthz_port": healthz_port,
+        "cpus": view.cpus,
+        "numa_nodes": list(view.numa_nodes),
+    }
+    return NodeStarted(node.name, record)
+
+
+def _ready(k: Kubectl, name: str) -> bool:
+    got = k.run("get", "node", name, "-o", "json", check=False)
+    if got.returncode != 0:
+        return False
+    conditions = json.loads(got.stdout)["status"].get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def wait_ready(cp: ControlPlane, k: Kubectl, name: str, *, timeout: float = 90) -> None:
+    kubelet_name, runtime_name = node_procs(name)
+
+    def alive() -> None:
+        procs.check_alive(cp.state, runtime_name)
+        procs.check_alive(cp.state, kubelet_name)
+
+    procs.wait_for(
+        lambda: _ready(k, name),
+        f"Node {name} Ready (registered by its kubelet)",
+        timeout=timeout,
+        watch=alive,
+    )
+
+
+def stop_node(state: Path, name: str, host_root: Path | None) -> None:
+    for proc in node_procs(name):
+        procs.stop(state, proc)
+    if host_root is not None:
+        shutil.rmtree(host_root / name, ignore_errors=True)
+    shutil.rmtree(state / "nodes" / name, ignore_errors=True)
