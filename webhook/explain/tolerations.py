@@ -16,6 +16,7 @@ from webhook.explain.selectors import parse_int64
 
 __all__ = [
     "FILTER_EFFECTS",
+    "NOT_READY_TAINTS",
     "UNSCHEDULABLE_TAINT",
     "Taint",
     "Toleration",
@@ -28,6 +29,12 @@ __all__ = [
 FILTER_EFFECTS = ("NoSchedule", "NoExecute")
 # The NodeUnschedulable filter lets a pod onto a cordoned node only if it tolerates this.
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+# The taints node-lifecycle puts on a node whose kubelet reports NotReady or stopped
+# reporting at all, and what each means.
+NOT_READY_TAINTS = {
+    "node.kubernetes.io/not-ready": "its kubelet reports it not ready",
+    "node.kubernetes.io/unreachable": "its kubelet stopped posting status",
+}
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -18,7 +18,13 @@ from webhook.explain.nodes import NodeView
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
 from webhook.explain.requests import Amounts, format_amount
 from webhook.explain.selectors import first_failing, term_matches
-from webhook.explain.tolerations import UNSCHEDULABLE_TAINT, Taint, tolerates, untolerated
+from webhook.explain.tolerations import (
+    NOT_READY_TAINTS,
+    UNSCHEDULABLE_TAINT,
+    Taint,
+    tolerates,
+    untolerated,
+)
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
 from webhook.vocabulary import APPLIED_ANNOTATION
@@ -150,7 +156,11 @@ def failure(check: Check, node: NodeView, gpus: int) -> str | None:
         return None
     if kind == "taints":
         taint = untolerated(check.tolerations, node.taints)
-        return None if taint is None else f"taint {taint} not tolerated"
+        if taint is None:
+            return None
+        if taint.key in NOT_READY_TAINTS:  # node-lifecycle's words for a silent kubelet
+            return f"node NotReady ({NOT_READY_TAINTS[taint.key]}): taint {taint} not tolerated"
+        return f"taint {taint} not tolerated"
     return _resource_reason(check, node)
 
 

@@ -7,6 +7,7 @@ labels say so, it tolerates the node's taints, and its allocatable covers the re
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 from contextlib import redirect_stderr, redirect_stdout
@@ -236,3 +237,28 @@ def test_hand_written_nodes_without_allocatable_are_judged_on_labels(
     fits = sorted(n["node"] for n in json.loads(out)["nodes"] if n["fits"])
     assert fits == ["dgx-h100-a", "dgx-h100-b", "hgx-a800-a"]  # cpu no longer counted
     assert code == 0 and "12 node(s) without status.allocatable" in err
+
+
+@pytest.mark.parametrize(
+    ("taint", "words"),
+    [
+        ("node.kubernetes.io/unreachable", "its kubelet stopped posting status"),
+        ("node.kubernetes.io/not-ready", "its kubelet reports it not ready"),
+    ],
+)
+def test_a_node_whose_kubelet_went_silent_is_named_not_ready(
+    taint: str, words: str, nodes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """node-lifecycle taints a NotReady node; explain says NotReady, not just the taint."""
+    lost = copy.deepcopy(next(n for n in nodes if n["metadata"]["name"] == "dgx-h100-a"))
+    lost["spec"]["taints"] = [{"key": taint, "effect": "NoSchedule"}]
+    nodes_file = tmp_path / "nodes.yaml"
+    nodes_file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [lost]}))
+    code, out, _ = explain(
+        "--policies", str(POLICIES), "--nodes", str(nodes_file), "--output", "json",
+        str(pod_file(tmp_path, "ddp-hgx-full-node", 8)),
+    )  # fmt: skip
+    assert code == 1
+    assert reasons_of(out)["dgx-h100-a"] == (
+        f"node NotReady ({words}): taint {taint}:NoSchedule not tolerated"
+    )
