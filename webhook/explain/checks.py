@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 from common.vocabulary import LABEL_PREFIX
 from webhook.engine.affinity import required_expressions
 from webhook.engine.workers import pod_gpus
-from webhook.explain.requests import NATIVE, Amounts, pod_requests
+from webhook.explain.requests import NATIVE, Amounts, container_requests, guaranteed, pod_requests
 from webhook.explain.selectors import (
     PreferredTerm,
     Requirement,
@@ -32,7 +32,9 @@ from webhook.policy.model import PlacementPolicy
 
 __all__ = ["Check", "Kind", "PodPlan", "plan_for"]
 
-Kind = Literal["name", "agent", "policy", "affinity", "selector", "cordon", "taints", "resource"]
+Kind = Literal[
+    "name", "agent", "policy", "affinity", "selector", "cordon", "taints", "resource", "topology"
+]
 
 
 class Check(NamedTuple):
@@ -62,6 +64,8 @@ class PodPlan:
     requests: Amounts
     checks: tuple[Check, ...]
     preferred: tuple[PreferredTerm, ...]
+    containers: tuple[Amounts, ...] = ()  # each container's requests (scope container)
+    guaranteed: bool = False
 
 
 def short_key(key: str) -> str:
@@ -107,6 +111,8 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
             Check("resource", f"allocatable {resource}", resource=resource, need=requests[resource])
         )
     checks.append(Check("resource", "allocatable pods", resource="pods", need=1))
+    # Last: the kubelet's own admission, once the scheduler would have bound the pod there.
+    checks.append(Check("topology", "kubelet topology manager", resource=rdma or "rdma/ib"))
     return PodPlan(
         policy=policy.name if policy is not None else None,
         gpus=gpus,
@@ -114,4 +120,6 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
         requests=requests,
         checks=tuple(checks),
         preferred=parse_preferred(spec),
+        containers=container_requests(spec),
+        guaranteed=guaranteed(spec),
     )

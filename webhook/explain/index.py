@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook.explain.checks import Check, PodPlan
+from webhook.explain.kubelet import topology_failure
 from webhook.explain.nodes import NodeView
 from webhook.explain.reasons import has_agent_labels
 from webhook.explain.selectors import Requirement, Term, parse_int64
@@ -203,11 +204,25 @@ class NodeIndex:
             return self._tolerated(check.tolerations)
         return self._resource(check.resource, check.need)
 
+    def _passing(self, check: Check, plan: PodPlan, candidates: int) -> int:
+        """The nodes among `candidates` passing `check`. The kubelet's topology admission
+        depends on the whole pod, so it is judged node by node (on the few left by then)."""
+        if check.kind != "topology":
+            return self.mask(check)
+        passing = 0
+        while candidates:
+            bit = candidates & -candidates
+            candidates ^= bit
+            view = self._views[bit.bit_length() - 1]
+            if view is not None and topology_failure(check, view, plan) is None:
+                passing |= bit
+        return passing
+
     def fits_somewhere(self, plan: PodPlan) -> bool:
         """Whether any node passes every check (the common case: no reasons gathered)."""
         remaining = self.all
         for check in plan.checks:
-            remaining &= self.mask(check)
+            remaining &= self._passing(check, plan, remaining)
             if not remaining:
                 return False
         return True
@@ -217,7 +232,7 @@ class NodeIndex:
         remaining = self.all
         misses: list[Miss] = []
         for check in plan.checks:
-            passing = self.mask(check)
+            passing = self._passing(check, plan, remaining)
             failing = remaining & ~passing
             if failing:
                 misses.append(Miss(check, failing.bit_count(), self._values(check, failing)))

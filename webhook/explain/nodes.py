@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.vocabulary import TOPOLOGY_ANNOTATION
+from webhook.explain.numa import NumaShape, numa_shape
 from webhook.explain.requests import Amounts, node_allocatable
 from webhook.explain.tolerations import Taint, parse_taints
 
@@ -34,6 +36,8 @@ class NodeView:
     # False for a hand-written Node without status.allocatable: its resources go unchecked
     # (kube-scheduler would see none at all; every kubelet reports them).
     resources_known: bool = True
+    # CPUs, GPUs and NICs per NUMA node, from the agent's topology annotation.
+    numa: NumaShape | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> NodeView:
@@ -55,6 +59,7 @@ class NodeView:
             taints=parse_taints(spec),
             unschedulable=spec.get("unschedulable") is True,
             resources_known="allocatable" in status,
+            numa=numa_shape((metadata.get("annotations") or {}).get(TOPOLOGY_ANNOTATION)),
         )
 
 

@@ -119,6 +119,26 @@ def pod_requests(spec: Mapping[str, Any]) -> Amounts:
     return {name: value for name, value in total.items() if value > 0}
 
 
+def container_requests(spec: Mapping[str, Any]) -> tuple[Amounts, ...]:
+    """Each container's own requests (init containers too): what scope container aligns."""
+    containers = [*_list(spec, "initContainers"), *_list(spec, "containers")]
+    return tuple(r for r in (_container_requests(c) for c in containers) if r)
+
+
+def guaranteed(spec: Mapping[str, Any]) -> bool:
+    """Guaranteed QoS: every container limits cpu and memory, with requests equal if set."""
+    for container in [*_list(spec, "initContainers"), *_list(spec, "containers")]:
+        resources = container.get("resources") if isinstance(container, dict) else None
+        if not isinstance(resources, dict):
+            return False
+        limits = _amounts(resources.get("limits"))
+        requests = _amounts(resources.get("requests"))
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                return False
+    return True
+
+
 def node_allocatable(status: Mapping[str, Any]) -> Amounts:
     return _amounts(status.get("allocatable"))
 

@@ -14,6 +14,7 @@ from typing import Any
 from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import Check, PodPlan, plan_for
+from webhook.explain.kubelet import topology_failure
 from webhook.explain.nodes import NodeView
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
 from webhook.explain.requests import Amounts, format_amount
@@ -127,9 +128,12 @@ def _affinity_reason(check: Check, node: NodeView) -> str | None:
     return text + (f" (none of {len(terms)} terms match)" if len(terms) > 1 else "")
 
 
-def failure(check: Check, node: NodeView, gpus: int) -> str | None:
+def failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
     """Why `check` fails on `node`, or None when it passes."""
     kind = check.kind
+    gpus = plan.gpus
+    if kind == "topology":
+        return topology_failure(check, node, plan)
     if kind == "name":
         return None if node.name == check.node_name else f"pod is bound to {check.node_name}"
     if kind == "agent":
@@ -168,7 +172,7 @@ def evaluate(plan: PodPlan, node: NodeView) -> NodeVerdict:
     reasons: list[str] = []
     first_group: str | None = None
     for check in plan.checks:
-        reason = failure(check, node, plan.gpus)
+        reason = failure(check, node, plan)
         if reason is not None:
             if first_group is None:
                 first_group = check.group
