@@ -82,6 +82,10 @@ def _tmpfs_dir(state: Path) -> Path:
 REQUIRED_BINS = ("etcd", "kube-apiserver", "kubectl", "kubelet", "e2e-node")
 
 
+def _cwd(proc: dict[str, Any]) -> Path:
+    return Path(proc.get("cwd") or REPO)
+
+
 class Cluster:
     """What `up` recorded in cluster.json, for the e2e tests and `down`."""
 
@@ -100,14 +104,14 @@ class Cluster:
         """Stop one of our processes and start it again with the same command line."""
         proc = self.info["procs"][name]
         procs.stop(self.state, name)
-        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=REPO)
+        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=_cwd(proc))
 
     def stop(self, name: str) -> None:
         procs.stop(self.state, name)
 
     def start(self, name: str) -> None:
         proc = self.info["procs"][name]
-        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=REPO)
+        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=_cwd(proc))
 
     def control_plane(self) -> ControlPlane:
         return ControlPlane(
@@ -155,17 +159,22 @@ def _say(started: float) -> Callable[[str], None]:
     return say
 
 
-def _start_nodes(cp: ControlPlane, k: Kubectl, say: Callable[[str], None]) -> dict[str, Any]:
-    """Every simulated node's runtime and kubelet, started together, then waited for."""
+def _start_nodes(
+    cp: ControlPlane, k: Kubectl, say: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every simulated node's runtime and kubelet, started together, then waited for.
+    Returns the nodes' records and their processes."""
     host_root = _tmpfs_dir(cp.state) / "nodes"
     out: dict[str, Any] = {}
+    started_procs: dict[str, Any] = {}
     for index, node in enumerate(specs.NODES):
         started = start_node(cp, node, index=index, host_root=host_root)
         out[node.name] = {**started.record, "index": index}
+        started_procs |= started.procs
     for name in out:
-        wait_ready(cp, k, name)
+        wait_ready(cp, k, name, out[name]["devices"])
         say(f"node {name} Ready: its kubelet registered it ({_capacity(k, name)})")
-    return out
+    return out, started_procs
 
 
 def _capacity(k: Kubectl, name: str) -> str:
@@ -204,9 +213,9 @@ def up(state: Path) -> int:
     try:
         cp = start_control_plane(state, bins, etcd_data, say)
         k = Kubectl(bins / "kubectl", cp.admin_kubeconfig)
-        node_paths = _start_nodes(cp, k, say)
+        node_paths, ours = _start_nodes(cp, k, say)
         objects = install(k, say)
-        ours = start_webhook(cp, k, objects, say)
+        ours |= start_webhook(cp, k, objects, say)
         ours |= start_claim_templates(cp, k, objects, say)
         ours |= start_agents(cp, k, objects, node_paths, say)
     except Exception as exc:

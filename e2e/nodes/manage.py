@@ -21,7 +21,7 @@ import yaml
 from common.vocabulary import Label
 from e2e import procs
 from e2e.nodes.specs import SimulatedNode, memory_kib
-from e2e.nodes.start import start_node, stop_node, wait_ready
+from e2e.nodes.start import node_procs, start_node, stop_node, wait_ready
 from e2e.nodes.view import NodeSetupError
 from e2e.topoplace import render, start_agents
 
@@ -113,7 +113,7 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
         return _fail(f"--sysfs {args.sysfs}: {exc}; nothing was started")
     record = {**started.record, "index": index}
     try:
-        wait_ready(cp, cluster.kubectl, name)
+        wait_ready(cp, cluster.kubectl, name, record["devices"])
         ours = start_agents(cp, cluster.kubectl, render(cluster.kubectl), {name: record}, print)
         procs.wait_for(
             lambda: (
@@ -127,7 +127,7 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
         _stop(cluster, name, host_root)
         return 1
     cluster.nodes[name] = record
-    cluster.info["procs"] |= ours
+    cluster.info["procs"] |= started.procs | ours
     cluster.save()
     print(f"node {name} Ready and labelled in {time.monotonic() - t0:.1f}s")
     return 0
@@ -145,7 +145,8 @@ def _remove(cluster: Cluster, name: str, host_root: Path) -> int:
         return 2
     _stop(cluster, name, host_root)
     del cluster.nodes[name]
-    cluster.info["procs"].pop(f"agent-{name}", None)
+    for proc in (f"agent-{name}", *node_procs(name)):
+        cluster.info["procs"].pop(proc, None)
     cluster.save()
     print(f"node {name} stopped and deleted")
     return 0

@@ -33,6 +33,7 @@ def node_procs(name: str) -> tuple[str, str]:
 class NodeStarted:
     name: str
     record: dict[str, Any]  # what cluster.json keeps about the node
+    procs: dict[str, dict[str, Any]]  # name → argv, env, cwd: to start them again
 
 
 def _pod_ip_prefix(index: int) -> str:
@@ -81,24 +82,22 @@ def start_node(
         fields=fields,
     )
     kubelet.write_config(paths, doc, node.dropins)
+    plugins = device_plugins(sysfs)
     devices = paths.host / "devices.json"
-    devices.write_text(json.dumps(device_plugins(sysfs), indent=2) + "\n")
+    devices.write_text(json.dumps(plugins, indent=2) + "\n")
     paths.device_plugins.mkdir(parents=True, exist_ok=True)
 
     kubelet_name, runtime_name = node_procs(node.name)
-    procs.start(
-        cp.state,
-        runtime_name,
-        [
-            str(cp.bin / RUNTIME),
-            f"--node-name={node.name}",
-            f"--cri-socket={paths.cri_socket}",
-            f"--pod-ip-prefix={_pod_ip_prefix(index)}",
-            f"--kubeconfig={kubeconfig}",
-            f"--devices={devices}",
-            f"--device-plugin-dir={paths.device_plugins}",
-        ],
-    )
+    runtime_argv = [
+        str(cp.bin / RUNTIME),
+        f"--node-name={node.name}",
+        f"--cri-socket={paths.cri_socket}",
+        f"--pod-ip-prefix={_pod_ip_prefix(index)}",
+        f"--kubeconfig={kubeconfig}",
+        f"--devices={devices}",
+        f"--device-plugin-dir={paths.device_plugins}",
+    ]
+    procs.start(cp.state, runtime_name, runtime_argv, cwd=paths.host)
     procs.wait_for(
         lambda: paths.cri_socket.is_socket(),
         f"the container runtime of {node.name} on {paths.cri_socket}",
@@ -117,6 +116,10 @@ def start_node(
     )
     # Its own directory as cwd: nothing a kubelet does relative to it lands in the repo.
     procs.start(cp.state, kubelet_name, argv, cwd=paths.host)
+    started = {
+        name: {"argv": a, "env": {}, "cwd": str(paths.host)}
+        for name, a in ((runtime_name, runtime_argv), (kubelet_name, argv))
+    }
     record = {
         "machine": node.machine,
         "memory": node.memory,
@@ -131,19 +134,27 @@ def start_node(
         "kubelet_healthz_port": healthz_port,
         "cpus": view.cpus,
         "numa_nodes": list(view.numa_nodes),
+        "devices": {r["resource"]: len(r["devices"]) for r in plugins["resources"]},
     }
-    return NodeStarted(node.name, record)
+    return NodeStarted(node.name, record, started)
 
 
-def _ready(k: Kubectl, name: str) -> bool:
+def _ready(k: Kubectl, name: str, devices: dict[str, int]) -> bool:
+    """Ready, and every device plugin registered: capacity counts all its devices."""
     got = k.run("get", "node", name, "-o", "json", check=False)
     if got.returncode != 0:
         return False
-    conditions = json.loads(got.stdout)["status"].get("conditions", [])
+    status = json.loads(got.stdout)["status"]
+    capacity = status.get("capacity", {})
+    if any(capacity.get(r) != str(n) for r, n in devices.items()):
+        return False
+    conditions = status.get("conditions", [])
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def wait_ready(cp: ControlPlane, k: Kubectl, name: str, *, timeout: float = 90) -> None:
+def wait_ready(
+    cp: ControlPlane, k: Kubectl, name: str, devices: dict[str, int], *, timeout: float = 90
+) -> None:
     kubelet_name, runtime_name = node_procs(name)
 
     def alive() -> None:
@@ -151,8 +162,8 @@ def wait_ready(cp: ControlPlane, k: Kubectl, name: str, *, timeout: float = 90) 
         procs.check_alive(cp.state, kubelet_name)
 
     procs.wait_for(
-        lambda: _ready(k, name),
-        f"Node {name} Ready (registered by its kubelet)",
+        lambda: _ready(k, name, devices),
+        f"Node {name} Ready with its devices (registered by its kubelet and device plugins)",
         timeout=timeout,
         watch=alive,
     )

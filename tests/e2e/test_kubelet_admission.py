@@ -121,7 +121,8 @@ def test_the_unmutated_twin_runs_on_the_shared_pool_and_the_audit_says_so(
     assert '"qosClass": "Burstable"' in created.stdout
     node = wait_bound(kubectl, namespace, "twin")
     assert wait_admitted_or_refused(kubectl, namespace, "twin") == ("Running", "")
-    (server,) = pod_resources(cluster, node, namespace, "twin").containers
+    containers = pod_resources(cluster, node, namespace, "twin").containers
+    (server,) = [c for c in containers if c.name == "vllm"]
     assert not server.cpu_ids  # no exclusive CPUs: the shared pool
     uid = kubectl.json("get", "pod", "twin", "-n", namespace)["metadata"]["uid"]
     assert uid not in cpu_manager_state(cluster, node).get("entries", {})
