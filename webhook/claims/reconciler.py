@@ -233,7 +233,3 @@ async def _raw(call: Any) -> dict[str, Any]:
         exc.headers = response.headers
         raise exc
     return json.loads(data)
-
-
-
-

@@ -98,8 +98,6 @@ def _describe(exc: BaseException) -> str:
     return describe(exc)
 
 
-
-
 async def run_loop(
     sync: CertSync,
     settings: Settings,

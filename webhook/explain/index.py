@@ -227,6 +227,28 @@ class NodeIndex:
                 return False
         return True
 
+    def refusing_kubelets(self, plan: PodPlan) -> list[str]:
+        """Nodes kube-scheduler would bind the pod to whose kubelet would refuse it at
+        admission (the Topology Manager): the scheduler cannot tell them from the rest."""
+        remaining = self.all
+        last = None
+        for check in plan.checks:
+            if check.kind == "topology":
+                last = check
+            else:
+                remaining &= self.mask(check)
+        if last is None or not remaining:
+            return []
+        failing = remaining & ~self._passing(last, plan, remaining)
+        names = []
+        while failing:
+            bit = failing & -failing
+            failing ^= bit
+            view = self._views[bit.bit_length() - 1]
+            if view is not None:
+                names.append(view.name)
+        return sorted(names)
+
     def assess(self, plan: PodPlan) -> Assessment:
         """How many nodes fit, and for the rest, their first failing check and its values."""
         remaining = self.all

@@ -10,7 +10,7 @@ from webhook.explain.checks import PodPlan
 from webhook.explain.index import Assessment, Miss
 from webhook.explain.requests import format_amount
 
-__all__ = ["LIMIT", "no_fit_warning"]
+__all__ = ["LIMIT", "kubelet_refusal_warning", "no_fit_warning"]
 
 LIMIT = 256
 _TAIL = "; run `kubectl topoplace explain`"
@@ -50,4 +50,18 @@ def no_fit_warning(plan: PodPlan, assessment: Assessment, total: int) -> str | N
             break
         parts.append(part)
     text = head + ", ".join(parts) + _TAIL
+    return text if len(text) <= LIMIT else text[: LIMIT - 1] + "…"
+
+
+def kubelet_refusal_warning(plan: PodPlan, refusing: list[str]) -> str | None:
+    """The warning when kube-scheduler may bind the pod where its kubelet must refuse it."""
+    if not refusing or plan.policy is None:
+        return None
+    shown = ", ".join(refusing[:_VALUES]) + (", …" if len(refusing) > _VALUES else "")
+    many = len(refusing) != 1
+    text = (
+        f"placement policy {plan.policy}: the kubelet{'s' if many else ''} of "
+        f"{len(refusing)} matching node{'s' if many else ''} ({shown}) would refuse this pod "
+        "(TopologyAffinityError), and kube-scheduler may still bind it there" + _TAIL
+    )
     return text if len(text) <= LIMIT else text[: LIMIT - 1] + "…"

@@ -29,8 +29,6 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
 
-
-
 async def read_json(response: Any) -> Any:
     """The body of an aiohttp response as JSON; ApiError for a non-2xx status."""
     try:

@@ -21,7 +21,7 @@ from webhook import jsonio
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeError, NodeView
-from webhook.explain.warning import no_fit_warning
+from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning
 from webhook.policy.model import PlacementPolicy
 from webhook.server.kube_read import ApiError, list_all, read_json
 from webhook.vocabulary import APPLIED_ANNOTATION
@@ -90,6 +90,8 @@ class NodeCache:
         warning = None
         if len(index) and not index.fits_somewhere(plan):
             warning = no_fit_warning(plan, index.assess(plan), len(index))
+        elif len(index):
+            warning = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()
         self._answers[key] = (index, index.generation, warning)

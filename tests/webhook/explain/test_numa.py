@@ -10,7 +10,16 @@ import pytest
 from agent.discovery.discover import DiscoveryOptions, discover
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label
 from tests.agent.discovery import machines
+from webhook.engine.recipe import mutate
+from webhook.explain.checks import plan_for
+from webhook.explain.index import NodeIndex
+from webhook.explain.nodes import NodeView
 from webhook.explain.numa import NumaShape, numa_shape, topology_refusal
+from webhook.explain.verdict import evaluate
+from webhook.explain.warning import kubelet_refusal_warning
+from webhook.policy.loader import load_policy_dir
+
+REPO = Path(__file__).resolve().parents[3]
 
 GI = 2**30
 
@@ -88,3 +97,61 @@ def test_scope_pod_aligns_the_sum_scope_container_each_container(
     units = (pod_total,) if scope == "pod" else (half, half)
     reason = refusal(pcie, "single-numa-node", *units, memory=512 * GI, scope=scope)
     assert (reason is not None) == refused
+
+
+def node(name: str, machine: str, policy: str, memory: str, tmp_path: Path) -> NodeView:
+    """A Node as our agent and a kubelet with static CPU and memory managers publish it."""
+    sysfs = machines.build(machine, tmp_path / name)
+    found = discover(DiscoveryOptions(sysfs_root=sysfs, use_nvml=False))
+    published = {**found.labels, **labels(policy)}
+    cpus = sum(shape_of(machine, tmp_path / f"{name}-shape").cpus)
+    return NodeView.from_object(
+        {
+            "kind": "Node",
+            "metadata": {"name": name, "labels": published, "annotations": found.annotations},
+            "status": {
+                "allocatable": {
+                    "cpu": str(cpus - 2),
+                    "memory": memory,
+                    "pods": "110",
+                    "nvidia.com/gpu": published[Label.GPUS],
+                    "rdma/ib": published[Label.RDMA_NICS],
+                }
+            },
+        }
+    )
+
+
+
+def test_the_admission_warning_names_matching_nodes_whose_kubelet_would_refuse(
+    tmp_path: Path,
+) -> None:
+    """inference asks 64Gi per GPU: 2 GPUs fit one NUMA node of a DGX H100, but not the
+    126Gi of one NPS4 NUMA node of the DGX A100, whose kubelet is single-numa-node."""
+    policies = load_policy_dir(REPO / "policies")
+    index = NodeIndex(
+        [
+            node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path),
+            node("a100", "dgx-a100", "single-numa-node", "1003Gi", tmp_path),
+        ]
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"topoplace.io/policy": "inference"}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": 2}}}
+            ]
+        },
+    }
+    result = mutate(pod, "ml-team", policies)
+    plan = plan_for(result.pod, policies.get("inference"))
+    assert index.fits_somewhere(plan)
+    assert index.refusing_kubelets(plan) == ["a100"]
+    warning = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
+    assert warning is not None and len(warning) <= 256
+    assert "the kubelet of 1 matching node (a100) would refuse this pod" in warning
+    verdict = evaluate(plan, index.views()[1])
+    assert not verdict.fits and verdict.check == "kubelet topology manager"
+    assert "memory 128Gi needs 2 NUMA nodes" in (verdict.reason or "")
