@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from e2e import procs
 from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.start import node_procs, start_node, stop_node, wait_ready
 from e2e.nodes.view import NodeSetupError
-from e2e.topoplace import render, start_agents
+from e2e.topoplace import VENV_BIN, render, start_agents
 
 if TYPE_CHECKING:
     from e2e.cluster import Cluster
@@ -51,6 +52,9 @@ def add_parsers(sub: Any) -> None:
     add.add_argument("--memory", default="64Gi", help="installed memory (default 64Gi)")
     remove = sub.add_parser("remove-node", help="stop a node's kubelet and delete the Node")
     remove.add_argument("name")
+    audit = sub.add_parser("audit", help="topoplace-agent audit on a node (its kubelet's view)")
+    audit.add_argument("name")
+    audit.add_argument("--output", choices=("table", "json"), default="table")
 
 
 def run(args: argparse.Namespace, cluster: Cluster, *, host_root: Path) -> int:
@@ -58,7 +62,9 @@ def run(args: argparse.Namespace, cluster: Cluster, *, host_root: Path) -> int:
         return _list(cluster, args.output)
     if args.command == "add-node":
         return _add(cluster, args, host_root)
-    return _remove(cluster, args.name, host_root)
+    if args.command == "audit":
+        return _audit(cluster, args.name, args.output)
+    return _remove(cluster, args.name)
 
 
 def _list(cluster: Cluster, output: str) -> int:
@@ -106,11 +112,16 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
     node = SimulatedNode(name, sysfs.name, args.memory, fields)
     index = 1 + max((rec.get("index", 0) for rec in cluster.nodes.values()), default=-1)
     t0 = time.monotonic()
+    host = host_root / f"n{index}"
     try:
         started = start_node(cp, node, index=index, host_root=host_root, sysfs=sysfs)
     except NodeSetupError as exc:
-        stop_node(cluster.state, name, host_root)
+        stop_node(cluster.state, name, host)
         return _fail(f"--sysfs {args.sysfs}: {exc}; nothing was started")
+    except Exception as exc:  # its runtime or kubelet did not start: nothing may stay
+        stop_node(cluster.state, name, host)
+        print(f"add-node {name} failed: {exc}", file=sys.stderr)
+        return 1
     record = {**started.record, "index": index}
     try:
         wait_ready(cp, cluster.kubectl, name, record["devices"])
@@ -124,7 +135,7 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
         )
     except Exception as exc:
         print(f"add-node {name} failed: {exc}", file=sys.stderr)
-        _stop(cluster, name, host_root)
+        _stop(cluster, name, host)
         return 1
     cluster.nodes[name] = record
     cluster.info["procs"] |= started.procs | ours
@@ -133,20 +144,40 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
     return 0
 
 
-def _stop(cluster: Cluster, name: str, host_root: Path) -> None:
+def _stop(cluster: Cluster, name: str, host: Path) -> None:
     procs.stop(cluster.state, f"agent-{name}")
-    stop_node(cluster.state, name, host_root)
+    stop_node(cluster.state, name, host)
     cluster.kubectl.run("delete", "node", name, "--ignore-not-found", check=False)
 
 
-def _remove(cluster: Cluster, name: str, host_root: Path) -> int:
+def _remove(cluster: Cluster, name: str) -> int:
     if name not in cluster.nodes:
         print(f"remove-node: no node {name} (see `nodes`)", file=sys.stderr)
         return 2
-    _stop(cluster, name, host_root)
+    _stop(cluster, name, Path(cluster.nodes[name]["host_root"]))
     del cluster.nodes[name]
     for proc in (f"agent-{name}", *node_procs(name)):
         cluster.info["procs"].pop(proc, None)
     cluster.save()
     print(f"node {name} stopped and deleted")
     return 0
+
+
+def _audit(cluster: Cluster, name: str, output: str) -> int:
+    """What the node's agent container would print: `topoplace-agent audit` with that node's
+    sysfs, kubelet config, drop-ins and PodResources socket."""
+    if name not in cluster.nodes:
+        print(f"audit: no node {name} (see `nodes`)", file=sys.stderr)
+        return 2
+    rec = cluster.nodes[name]
+    argv = [
+        str(VENV_BIN / "topoplace-agent"),
+        "audit",
+        f"--output={output}",
+        "--no-nvml",
+        f"--sysfs-root={rec['sysfs']}",
+        f"--kubelet-config={rec['kubelet_config']}",
+        f"--kubelet-config-dir={rec['kubelet_config_dir']}",
+        f"--pod-resources-socket={rec['pod_resources_socket']}",
+    ]
+    return subprocess.run(argv, check=False).returncode

@@ -57,7 +57,8 @@ def start_node(
     node_dir = cp.state / "nodes" / node.name
     if sysfs is None:
         sysfs = machines.build(node.machine, node_dir / "sys")
-    paths = kubelet.KubeletPaths(host_root / node.name)
+    # By index, not name: unix socket paths below it must stay under 108 bytes.
+    paths = kubelet.KubeletPaths(host_root / f"n{index}")
     # The view first: a tree without CPU topology fails here, before anything runs.
     view = write_view(sysfs, memory_kib(node.memory), paths.host / "machine")
     datasets = node_dir / "datasets"
@@ -169,9 +170,10 @@ def wait_ready(
     )
 
 
-def stop_node(state: Path, name: str, host_root: Path | None) -> None:
+def stop_node(state: Path, name: str, host: Path | None) -> None:
+    """Stop the node's kubelet, then its runtime; remove its directories."""
     for proc in node_procs(name):
         procs.stop(state, proc)
-    if host_root is not None:
-        shutil.rmtree(host_root / name, ignore_errors=True)
+    if host is not None:
+        shutil.rmtree(host, ignore_errors=True)
     shutil.rmtree(state / "nodes" / name, ignore_errors=True)

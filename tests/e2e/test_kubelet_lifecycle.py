@@ -55,7 +55,9 @@ def test_a_kubelet_restart_keeps_exclusive_cpus_and_the_agent_writes_nothing(
         lambda: pod_resources(cluster, node, namespace, "steady"),
         "the restarted kubelet answering PodResources for the pod",
     )
-    assert [c.cpu_ids for c in after.containers] == [c.cpu_ids for c in before.containers]
+    assert [sorted(c.cpu_ids) for c in after.containers] == [
+        sorted(c.cpu_ids) for c in before.containers
+    ]
     assert after.containers[0].cpu_ids, "exclusive CPUs survive the restart (checkpoint)"
     assert audit(cluster, node)[(namespace, "steady", "trainer")] == audit_before
     assert _conditions(kubectl, node)["Ready"] == "True"
