@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from common.cache_layout import DEFAULT_CACHE_ROOT
+from common.cache_layout import DEFAULT_CACHE_ROOT, LEASE_DIR
 from tests.manifests.rendered import Rendering, render
 from tests.manifests.test_consistency import agent_pod, container, mount_of, parse
 
@@ -33,12 +33,14 @@ def test_agent_reads_the_hosts_sys_and_only_the_pod_resources_dir_read_only(
     assert volume["hostPath"] == {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
     host = [v["hostPath"] for v in spec["volumes"] if "hostPath" in v]
     # Nothing else of /var/lib/kubelet (pod volumes, secrets), and nothing created on the host
-    # but the dataset cache root.
+    # but the dataset cache root and its lease directory: a kubelet mounts every volume before
+    # the first init container runs, so prepare-cache cannot be the one to create that.
     assert [h["path"] for h in host if h["path"].startswith("/var/lib/kubelet")] == [
         "/var/lib/kubelet/pod-resources"
     ]
     assert [h["path"] for h in host if h.get("type", "").endswith("OrCreate")] == [
-        str(DEFAULT_CACHE_ROOT)
+        str(DEFAULT_CACHE_ROOT),
+        str(DEFAULT_CACHE_ROOT / LEASE_DIR),
     ]
     assert args.kubelet_config is None and args.kubelet_config_dir is None  # see the overlays
 
