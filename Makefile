@@ -40,22 +40,25 @@ bench: $(VENV)/.stamp-bench
 	$(PY) -m benchmarks
 
 # The real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
-# kubectl) built from source with Go >= 1.26 into ~/.cache/topoplace/e2e/<versions>/bin.
+# kubectl), the kubelet and our node runtime, built from source with Go >= 1.26 into
+# ~/.cache/topoplace/e2e/<versions>/bin.
 e2e-bin:
 	bash e2e/build-bin.sh
 
-# Start it on 127.0.0.1 with Topoplace installed and simulated nodes; leaves it running.
+# Start it on 127.0.0.1 with Topoplace installed and a real kubelet per simulated node;
+# leaves it running.
 cluster: $(VENV)/.stamp-runtime e2e-bin
 	$(PY) -m e2e.cluster up
 
 cluster-down: $(VENV)/.stamp-runtime
 	$(PY) -m e2e.cluster down
 
-# Cluster up, the scenarios in tests/e2e, cluster down (also when a scenario fails).
+# Cluster up, the scenarios in tests/e2e, cluster down (also when a scenario fails); fails too
+# when a kubelet left anything on the host.
 e2e: $(VENV)/.stamp-test e2e-bin
 	@$(PY) -m e2e.cluster up || { $(PY) -m e2e.cluster down; exit 1; }; \
 	$(PY) -m pytest -q -m e2e -p no:cacheprovider tests/e2e; rc=$$?; \
-	$(PY) -m e2e.cluster down; exit $$rc
+	$(PY) -m e2e.cluster down || { [ $$rc -ne 0 ] || rc=1; }; exit $$rc
 
 # Pod create latency through the real API server, webhook called vs skipped (uses a running
 # `make cluster`, or starts and stops one).

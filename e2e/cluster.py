@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from e2e import procs
-from e2e.controlplane import ControlPlane, start_control_plane
+from e2e.controlplane.pki import Pki
+from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
 from e2e.nodes import manage, specs
 from e2e.nodes.start import node_procs, start_node, wait_ready
-from e2e.pki import Pki
-from e2e.topoplace import (
+from e2e.topoplace.install import (
     REPO,
     VENV_BIN,
     install,
@@ -208,6 +208,7 @@ def up(state: Path) -> int:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1
     state.mkdir(parents=True, exist_ok=True)
+    (state / _HOST_BEFORE).write_text(json.dumps(_host_paths()) + "\n")
     etcd_data = _tmpfs_dir(state) / "etcd"
     etcd_data.mkdir(parents=True, exist_ok=True)
     try:
@@ -258,7 +259,28 @@ def _record(
     return info
 
 
+# Host paths a kubelet writes whatever --root-dir says (and libmount's utab): confined to each
+# node's mount namespace, so `down` checks that none appeared on the host.
+HOST_PATHS = (
+    "/var/lib/kubelet",
+    "/var/log/pods",
+    "/var/log/containers",
+    "/var/lib/topoplace",
+    "/usr/libexec/kubernetes",
+    "/etc/kubernetes",
+    "/run/mount",
+    "/var/run/kubernetes",
+)
+_HOST_BEFORE = "host-paths-before.json"
+
+
+def _host_paths() -> list[str]:
+    return [p for p in HOST_PATHS if os.path.lexists(p)]
+
+
 def down(state: Path, *, quiet: bool = False) -> int:
+    before_file = state / _HOST_BEFORE
+    before = json.loads(before_file.read_text()) if before_file.exists() else None
     names = [p.stem for p in sorted((state / "pids").glob("*.pid"))] if state.exists() else []
     order = sorted(
         names,
@@ -270,9 +292,12 @@ def down(state: Path, *, quiet: bool = False) -> int:
     stopped = procs.stop_all(state, order) if names else []
     shutil.rmtree(_tmpfs_dir(state), ignore_errors=True)
     shutil.rmtree(state, ignore_errors=True)
+    left = sorted(set(_host_paths()) - set(before)) if before is not None else []
+    if left:
+        print(f"cluster down: left on the host: {', '.join(left)}", file=sys.stderr)
     if not quiet:
         print(f"cluster down: stopped {len(stopped)} processes, removed {state}")
-    return 0
+    return 1 if left else 0
 
 
 def status(state: Path) -> int:

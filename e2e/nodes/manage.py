@@ -24,7 +24,7 @@ from e2e import procs
 from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.start import node_procs, start_node, stop_node, wait_ready
 from e2e.nodes.view import NodeSetupError
-from e2e.topoplace import VENV_BIN, render, start_agents
+from e2e.topoplace.install import VENV_BIN, render, start_agents
 
 if TYPE_CHECKING:
     from e2e.cluster import Cluster

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from e2e import procs
-from e2e.controlplane import ControlPlane
+from e2e.controlplane.pki import issue_node_client
+from e2e.controlplane.start import ControlPlane
 from e2e.kube import Kubectl, write_kubeconfig
 from e2e.nodes import kubelet
 from e2e.nodes.devices import device_plugins
 from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.view import write_view
-from e2e.pki import issue_node_client
 from tests.agent.discovery import machines
 
 __all__ = ["NodeStarted", "node_procs", "start_node", "stop_node", "wait_ready"]
@@ -115,11 +115,14 @@ def start_node(
         node_ip=f"127.0.1.{1 + index % 250}",
         labels={"node.kubernetes.io/instance-type": node.machine},
     )
-    # Its own directory as cwd: nothing a kubelet does relative to it lands in the repo.
-    procs.start(cp.state, kubelet_name, argv, cwd=paths.host)
+    # Its own directory as cwd: nothing a kubelet does relative to it lands in the repo. The
+    # `mount` it runs for tmpfs volumes records them in libmount's utab, by default under the
+    # host's /run/mount: the node's own file instead.
+    env = {"LIBMOUNT_UTAB": str(paths.host / "utab")}
+    procs.start(cp.state, kubelet_name, argv, env=env, cwd=paths.host)
     started = {
-        name: {"argv": a, "env": {}, "cwd": str(paths.host)}
-        for name, a in ((runtime_name, runtime_argv), (kubelet_name, argv))
+        runtime_name: {"argv": runtime_argv, "env": {}, "cwd": str(paths.host)},
+        kubelet_name: {"argv": argv, "env": env, "cwd": str(paths.host)},
     }
     record = {
         "machine": node.machine,

@@ -12,7 +12,7 @@ import yaml
 
 from e2e import procs
 from e2e.kube import Kubectl
-from e2e.pods import container_of, pod_spec_of
+from e2e.topoplace.pods import container_of, pod_spec_of
 from tests.kube import parse_quantity
 
 REPO = Path(__file__).resolve().parents[2]

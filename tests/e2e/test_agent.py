@@ -16,7 +16,7 @@ from common.vocabulary import TOPOLOGY_ANNOTATION, is_owned_key
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-from e2e.topoplace import wait_agent_ready
+from e2e.topoplace.install import wait_agent_ready
 from tests.e2e.helpers import node_labels
 
 AGENT = str(Path(sys.executable).with_name("topoplace-agent"))

@@ -147,3 +147,22 @@ def test_add_node_then_remove_node(cluster: Cluster, kubectl: Kubectl, tmp_path:
     assert kubectl.run("get", "node", "ws-added", check=False).returncode != 0
     running = procs.running(cluster.state)
     assert not {*node_procs("ws-added"), "agent-ws-added"} & set(running)
+
+
+def test_a_kubelet_that_will_not_start_fails_add_node_with_its_log_and_leaves_nothing(
+    cluster: Cluster, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    sysfs = machines.build("workstation", tmp_path / "sys")
+    config = tmp_path / "kubelet.yaml"
+    config.write_text("cpuManagerPolicy: bogus\n")
+    done = cluster_cli(
+        "add-node", "bad-kubelet", "--sysfs", str(sysfs), "--kubelet-config", str(config)
+    )
+    assert done.returncode == 1
+    assert "kubelet-bad-kubelet is not running" in done.stderr
+    assert "bogus" in done.stderr  # the tail of the kubelet's own log says why
+    assert kubectl.run("get", "node", "bad-kubelet", check=False).returncode != 0
+    assert not set(node_procs("bad-kubelet")) & set(procs.running(cluster.state))
+    assert not (cluster.state / "nodes" / "bad-kubelet").exists()
+    listed = json.loads(cluster_cli("nodes", "--output", "json").stdout)["nodes"]
+    assert "bad-kubelet" not in {n["name"] for n in listed}

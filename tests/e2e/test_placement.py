@@ -18,6 +18,7 @@ from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.e2e.helpers import REPO, events, node_labels, training_pod, wait_bound
+from tests.e2e.kubelet_truth import wait_admitted_or_refused
 from webhook.policy.loader import load_policy_dir
 
 POLICIES = load_policy_dir(REPO / "policies")
@@ -61,8 +62,15 @@ def test_a_single_numa_partial_pod_lands_where_it_fits(
 ) -> None:
     allowed = fitting_nodes(cluster, kubectl, "single-numa-partial", 2)
     assert allowed == {"dgx-a100-nps4"}
-    create(training_pod("partial", "single-numa-partial", 2), namespace)
+    created = create(training_pod("partial", "single-numa-partial", 2), namespace)
     assert wait_bound(kubectl, namespace, "partial") in allowed
+    # The labels allow it, but 2 × 96Gi fit no NPS4 NUMA node (126Gi): the kubelet there
+    # refuses the pod, as the webhook's warning said when it was created.
+    assert "fail kubelet topology manager" in created.stderr, created.stderr
+    assert wait_admitted_or_refused(kubectl, namespace, "partial") == (
+        "Failed",
+        "TopologyAffinityError",
+    )
 
 
 def test_a_pod_no_node_satisfies_stays_pending_and_the_scheduler_says_node_affinity(

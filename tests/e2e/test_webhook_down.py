@@ -13,7 +13,7 @@ import pytest
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-from e2e.topoplace import wait_webhook_ready
+from e2e.topoplace.install import wait_webhook_ready
 from tests.e2e.helpers import REPO
 from webhook.vocabulary import APPLIED_ANNOTATION
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e import procs
+from e2e.controlplane.pki import Pki, make_pki
 from e2e.kube import get_url, write_kubeconfig
-from e2e.pki import Pki, make_pki
 
 __all__ = ["CONTROLLERS", "ControlPlane", "start_control_plane"]
 

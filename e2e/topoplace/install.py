@@ -13,9 +13,9 @@ import yaml
 
 from common.cache_layout import DEFAULT_CACHE_ROOT
 from e2e import procs
-from e2e.controlplane import ControlPlane
+from e2e.controlplane.start import ControlPlane
 from e2e.kube import Kubectl, get_url, write_kubeconfig
-from e2e.pods import local_container, pod_spec_of, uses_api_token
+from e2e.topoplace.pods import local_container, pod_spec_of, uses_api_token
 
 __all__ = [
     "NAMESPACE",
@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 NAMESPACE = "topoplace-system"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "e2e" / "overlays" / "base"
 VENV_BIN = Path(sys.executable).parent
 EXECUTABLES = {name: str(VENV_BIN / name) for name in ("topoplace-webhook", "topoplace-agent")}
@@ -118,7 +118,7 @@ def start_webhook(
         [
             sys.executable,
             "-m",
-            "e2e.projector",
+            "e2e.topoplace.projector",
             f"--kubeconfig={cp.admin_kubeconfig}",
             f"--namespace={NAMESPACE}",
             f"--name={config_map}",

@@ -5,7 +5,7 @@ the `..data` symlink at it by renaming a new symlink over the old one, and keeps
 per key (`key -> ..data/key`). A reader therefore sees the whole old set or the whole new set,
 never half of each: this is the swap the webhook's policy reload is built for.
 
-    python -m e2e.projector --kubeconfig K --namespace NS --name CM --dir DIR
+    python -m e2e.topoplace.projector --kubeconfig K --namespace NS --name CM --dir DIR
 
 Lists, projects, then watches from the list's resourceVersion, and relists after an
 expired watch or a dropped connection.
@@ -22,7 +22,7 @@ import shutil
 import time
 from pathlib import Path
 
-log = logging.getLogger("e2e.projector")
+log = logging.getLogger("e2e.topoplace.projector")
 
 
 def project(directory: Path, data: dict[str, str]) -> None:
