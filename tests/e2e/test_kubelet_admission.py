@@ -128,3 +128,76 @@ def test_the_unmutated_twin_runs_on_the_shared_pool_and_the_audit_says_so(
     assert uid not in cpu_manager_state(cluster, node).get("entries", {})
     row = audit(cluster, node)[(namespace, "twin", server.name)]
     assert row["verdict"] == "shared-cpus", row
+
+
+def expected_verdict(cluster: Cluster, node: str, container: Any, exclusive: set[int]) -> str:
+    """The audit's verdict, worked out from the kubelet's own records alone: its CPU manager
+    checkpoint (exclusive CPUs) and PodResources (devices with NUMA nodes, pinned memory)."""
+    gpu_numa = {n for d in container.devices if d.resource_name == "nvidia.com/gpu"
+                for n in d.numa_nodes}  # fmt: skip
+    if not exclusive:
+        return "shared-cpus"
+    if not numa_of_cpus(cluster, node, tuple(exclusive)) & gpu_numa:
+        return "cpus-remote"
+    return "aligned-or-nic-or-memory"
+
+
+def plain(gpus: int, cpu: int, memory: str) -> dict[str, Any]:
+    """A Guaranteed pod that names no policy."""
+    limits = {"cpu": str(cpu), "memory": memory, "nvidia.com/gpu": gpus}
+    container = {"name": "trainer", "image": "busybox:1", "resources": {"limits": limits}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {}, "spec": {"containers": [container]}}
+
+
+def test_the_audit_is_the_kubelets_truth_on_every_gpu_node(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any]
+) -> None:
+    """Mutated, plain Guaranteed and Burstable GPU pods on every GPU node; each audit
+    verdict follows from cpu_manager_state and PodResources, which agree with each other."""
+    twin = _pod("burstable", _example("inference-deployment.yaml")["spec"]["template"])
+    del twin["metadata"]["labels"]["topoplace.io/policy"]
+    pods = {
+        "dgx-h100-a": [ddp_master()],
+        "dgx-h100-b": [plain(2, 8, "16Gi"), twin],
+        "dgx-a100-nps4": [finetune_half()],
+        "pcie-l40s": [plain(1, 4, "8Gi")],
+    }
+    gpu_nodes = list(pods)
+    for node, objs in pods.items():
+        for i, obj in enumerate(objs):
+            obj["metadata"]["name"] = obj["metadata"].get("name") or f"plain-{node}-{i}"
+            obj["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            create(obj, namespace)
+    for pod in kubectl.json("get", "pods", "-n", namespace)["items"]:
+        name = pod["metadata"]["name"]
+        assert wait_admitted_or_refused(kubectl, namespace, name) == ("Running", ""), name
+
+    judged = 0
+    for node in gpu_nodes:
+        rows = audit(cluster, node)
+        entries = cpu_manager_state(cluster, node).get("entries", {})
+        for pod in kubectl.json("get", "pods", "-n", namespace)["items"]:
+            if pod["spec"]["nodeName"] != node:
+                continue
+            name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+            for c in pod_resources(cluster, node, namespace, name).containers:
+                if not any(d.resource_name == "nvidia.com/gpu" for d in c.devices):
+                    continue
+                checkpoint = set(cpulist(entries.get(uid, {}).get(c.name, "")))
+                assert checkpoint == set(c.cpu_ids), (node, name, c.name)  # they agree
+                row = rows[(namespace, name, c.name)]
+                expected = expected_verdict(cluster, node, c, checkpoint)
+                if expected == "aligned-or-nic-or-memory":
+                    assert row["verdict"] in ("aligned", "nic-far", "memory-remote"), row
+                else:
+                    assert row["verdict"] == expected, row
+                judged += 1
+    assert judged == len(gpu_nodes) + 1
+
+
+def cpulist(text: str) -> list[int]:
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
