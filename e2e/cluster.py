@@ -31,8 +31,9 @@ from e2e import procs
 from e2e.controlplane.pki import Pki
 from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
-from e2e.nodes import manage, specs
-from e2e.nodes.start import node_procs, start_node, wait_ready
+from e2e.nodes import manage
+from e2e.nodes.fleet import host_paths, rss_mib, start_nodes
+from e2e.nodes.start import node_procs
 from e2e.topoplace.install import (
     REPO,
     VENV_BIN,
@@ -159,38 +160,6 @@ def _say(started: float) -> Callable[[str], None]:
     return say
 
 
-def _start_nodes(
-    cp: ControlPlane, k: Kubectl, say: Callable[[str], None]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every simulated node's runtime and kubelet, started together, then waited for.
-    Returns the nodes' records and their processes."""
-    host_root = _tmpfs_dir(cp.state) / "nodes"
-    out: dict[str, Any] = {}
-    started_procs: dict[str, Any] = {}
-    for index, node in enumerate(specs.NODES):
-        started = start_node(cp, node, index=index, host_root=host_root)
-        out[node.name] = {**started.record, "index": index}
-        started_procs |= started.procs
-    for name in out:
-        wait_ready(cp, k, name, out[name]["devices"])
-        say(f"node {name} Ready: its kubelet registered it ({_capacity(k, name)})")
-    return out, started_procs
-
-
-def _capacity(k: Kubectl, name: str) -> str:
-    cap = k.json("get", "node", name)["status"]["capacity"]
-    parts = [f"{cap.get('cpu')} cpu", f"memory {cap.get('memory')}"]
-    parts += [f"{r} {cap[r]}" for r in ("nvidia.com/gpu", "rdma/ib") if r in cap]
-    return ", ".join(parts)
-
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def up(state: Path) -> int:
     started = time.monotonic()
     say = _say(started)
@@ -208,13 +177,13 @@ def up(state: Path) -> int:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1
     state.mkdir(parents=True, exist_ok=True)
-    (state / _HOST_BEFORE).write_text(json.dumps(_host_paths()) + "\n")
+    (state / _HOST_BEFORE).write_text(json.dumps(host_paths()) + "\n")
     etcd_data = _tmpfs_dir(state) / "etcd"
     etcd_data.mkdir(parents=True, exist_ok=True)
     try:
         cp = start_control_plane(state, bins, etcd_data, say)
         k = Kubectl(bins / "kubectl", cp.admin_kubeconfig)
-        node_paths, ours = _start_nodes(cp, k, say)
+        node_paths, ours = start_nodes(cp, k, _tmpfs_dir(state) / "nodes", say)
         objects = install(k, say)
         ours |= start_webhook(cp, k, objects, say)
         ours |= start_claim_templates(cp, k, objects, say)
@@ -230,7 +199,7 @@ def up(state: Path) -> int:
     info = _record(state, cp, bins, node_paths, ours)
     alive = procs.running(state)
     rss = ", ".join(
-        f"{name} {_rss_mib(alive[node_procs(name)[0]]):.0f} MiB"
+        f"{name} {rss_mib(alive[node_procs(name)[0]]):.0f} MiB"
         for name in node_paths
         if node_procs(name)[0] in alive
     )
@@ -259,23 +228,7 @@ def _record(
     return info
 
 
-# Host paths a kubelet writes whatever --root-dir says (and libmount's utab): confined to each
-# node's mount namespace, so `down` checks that none appeared on the host.
-HOST_PATHS = (
-    "/var/lib/kubelet",
-    "/var/log/pods",
-    "/var/log/containers",
-    "/var/lib/topoplace",
-    "/usr/libexec/kubernetes",
-    "/etc/kubernetes",
-    "/run/mount",
-    "/var/run/kubernetes",
-)
 _HOST_BEFORE = "host-paths-before.json"
-
-
-def _host_paths() -> list[str]:
-    return [p for p in HOST_PATHS if os.path.lexists(p)]
 
 
 def down(state: Path, *, quiet: bool = False) -> int:
@@ -292,7 +245,7 @@ def down(state: Path, *, quiet: bool = False) -> int:
     stopped = procs.stop_all(state, order) if names else []
     shutil.rmtree(_tmpfs_dir(state), ignore_errors=True)
     shutil.rmtree(state, ignore_errors=True)
-    left = sorted(set(_host_paths()) - set(before)) if before is not None else []
+    left = sorted(set(host_paths()) - set(before)) if before is not None else []
     if left:
         print(f"cluster down: left on the host: {', '.join(left)}", file=sys.stderr)
     if not quiet:
