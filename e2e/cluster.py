@@ -1,4 +1,5 @@
-"""`make cluster` / `make cluster-down`: the real control plane with Topoplace on it.
+"""`make cluster` / `make cluster-down`: a real control plane and one real kubelet per
+simulated machine, with Topoplace on it.
 
     python -m e2e.cluster up      # start everything, print the two export lines, exit
     python -m e2e.cluster down    # stop every process it started, by pid; remove the state
@@ -6,6 +7,7 @@
     python -m e2e.cluster nodes --output json             # the nodes and their kubelets' paths
     python -m e2e.cluster add-node NAME --sysfs DIR [--kubelet-config FILE] [--memory QTY]
     python -m e2e.cluster remove-node NAME
+    python -m e2e.cluster audit NAME [--output json]      # the agent's audit on that node
 
 State (kubeconfigs, PKI, logs, pids, node fixtures) lives in $TOPOPLACE_E2E_STATE, default
 <repo>/.e2e; etcd's data and each kubelet's /var in /dev/shm (short paths: unix sockets live
