@@ -18,9 +18,7 @@ everything is.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from e2e import procs
-from e2e.controlplane.pki import Pki
 from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
 from e2e.nodes import manage
 from e2e.nodes.fleet import host_paths, rss_mib, start_nodes
 from e2e.nodes.start import node_procs
+from e2e.state import Cluster, load, state_dir, tmpfs_dir
 from e2e.topoplace.install import (
     REPO,
     VENV_BIN,
@@ -63,10 +61,6 @@ STOP_ORDER_PREFIXES = (
 )
 
 
-def state_dir() -> Path:
-    return Path(os.environ.get("TOPOPLACE_E2E_STATE") or REPO / ".e2e").resolve()
-
-
 def bin_dir() -> Path:
     out = subprocess.run(
         ["bash", "-c", f". {REPO / 'e2e' / 'versions.sh'} && e2e_bin_dir"],
@@ -77,65 +71,7 @@ def bin_dir() -> Path:
     return Path(out.stdout.strip())
 
 
-def _tmpfs_dir(state: Path) -> Path:
-    key = hashlib.sha256(str(state).encode()).hexdigest()[:8]
-    return Path("/dev/shm") / f"topoplace-e2e-{key}"
-
-
 REQUIRED_BINS = ("etcd", "kube-apiserver", "kubectl", "kubelet", "e2e-node")
-
-
-def _cwd(proc: dict[str, Any]) -> Path:
-    return Path(proc.get("cwd") or REPO)
-
-
-class Cluster:
-    """What `up` recorded in cluster.json, for the e2e tests and `down`."""
-
-    def __init__(self, state: Path, info: dict[str, Any]) -> None:
-        self.state = state
-        self.info = info
-        self.kubeconfig = Path(info["kubeconfig"])
-        self.bin = Path(info["bin"])
-        self.kubectl = Kubectl(self.bin / "kubectl", self.kubeconfig)
-
-    @property
-    def nodes(self) -> dict[str, dict[str, Any]]:
-        return self.info["nodes"]
-
-    def restart(self, name: str) -> None:
-        """Stop one of our processes and start it again with the same command line."""
-        proc = self.info["procs"][name]
-        procs.stop(self.state, name)
-        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=_cwd(proc))
-
-    def stop(self, name: str) -> None:
-        procs.stop(self.state, name)
-
-    def start(self, name: str) -> None:
-        proc = self.info["procs"][name]
-        procs.start(self.state, name, proc["argv"], env=proc["env"], cwd=_cwd(proc))
-
-    def control_plane(self) -> ControlPlane:
-        return ControlPlane(
-            self.state,
-            self.bin,
-            Pki(Path(self.info["ca"]).parent),
-            self.info["server"],
-            self.kubeconfig,
-            Path(self.info["etcd_data"]),
-        )
-
-    def save(self) -> None:
-        (self.state / "cluster.json").write_text(json.dumps(self.info, indent=2) + "\n")
-
-
-def load(state: Path | None = None) -> Cluster:
-    state = state or state_dir()
-    info_file = state / "cluster.json"
-    if not info_file.exists():
-        raise FileNotFoundError(f"no cluster at {state}: run `make cluster` first")
-    return Cluster(state, json.loads(info_file.read_text()))
 
 
 def _exports(info: dict[str, Any]) -> str:
@@ -180,12 +116,12 @@ def up(state: Path) -> int:
         return 1
     state.mkdir(parents=True, exist_ok=True)
     (state / _HOST_BEFORE).write_text(json.dumps(host_paths()) + "\n")
-    etcd_data = _tmpfs_dir(state) / "etcd"
+    etcd_data = tmpfs_dir(state) / "etcd"
     etcd_data.mkdir(parents=True, exist_ok=True)
     try:
         cp = start_control_plane(state, bins, etcd_data, say)
         k = Kubectl(bins / "kubectl", cp.admin_kubeconfig)
-        node_paths, ours = start_nodes(cp, k, _tmpfs_dir(state) / "nodes", say)
+        node_paths, ours = start_nodes(cp, k, tmpfs_dir(state) / "nodes", say)
         objects = install(k, say)
         ours |= start_webhook(cp, k, objects, say)
         ours |= start_claim_templates(cp, k, objects, say)
@@ -245,7 +181,7 @@ def down(state: Path, *, quiet: bool = False) -> int:
         ),
     )
     stopped = procs.stop_all(state, order) if names else []
-    shutil.rmtree(_tmpfs_dir(state), ignore_errors=True)
+    shutil.rmtree(tmpfs_dir(state), ignore_errors=True)
     shutil.rmtree(state, ignore_errors=True)
     left = sorted(set(host_paths()) - set(before)) if before is not None else []
     if left:
@@ -284,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 1
-    return manage.run(args, cluster, host_root=_tmpfs_dir(state) / "nodes")
+    return manage.run(args, cluster, host_root=tmpfs_dir(state) / "nodes")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
@@ -24,10 +24,8 @@ from e2e import procs
 from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.start import node_procs, start_node, stop_node, wait_ready
 from e2e.nodes.view import NodeSetupError
+from e2e.state import Cluster
 from e2e.topoplace.install import VENV_BIN, render, start_agents
-
-if TYPE_CHECKING:
-    from e2e.cluster import Cluster
 
 __all__ = ["add_parsers", "run"]
 
