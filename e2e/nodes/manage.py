@@ -47,7 +47,11 @@ def add_parsers(sub: Any) -> None:
     add.add_argument("name")
     add.add_argument("--sysfs", type=Path, required=True, help="the machine's sysfs tree")
     add.add_argument("--kubelet-config", type=Path, help="KubeletConfiguration fields (YAML)")
-    add.add_argument("--memory", default="64Gi", help="installed memory (default 64Gi)")
+    add.add_argument(
+        "--memory",
+        default="64Gi",
+        help="installed memory when the tree has no per-node meminfo (default 64Gi)",
+    )
     remove = sub.add_parser("remove-node", help="stop a node's kubelet and delete the Node")
     remove.add_argument("name")
     audit = sub.add_parser("audit", help="topoplace-agent audit on a node (its kubelet's view)")

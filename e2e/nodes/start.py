@@ -126,7 +126,7 @@ def start_node(
     }
     record = {
         "machine": node.machine,
-        "memory": node.memory,
+        "memory": f"{view.memory_kib}Ki",
         "sysfs": str(sysfs),
         "datasets": str(datasets),
         "host_root": str(paths.host),

@@ -29,6 +29,7 @@ class MachineView:
     meminfo: Path  # over /proc/meminfo
     cpus: int
     numa_nodes: tuple[int, ...]
+    memory_kib: int  # the machine's: the tree's per-node meminfo, or what was given
 
 
 def _cpulist(text: str) -> list[int]:
@@ -99,6 +100,8 @@ def write_view(sysfs: Path, memory_kib: int, out: Path) -> MachineView:
     node_dir.mkdir(exist_ok=True)
     for name in ("online", "possible", "has_cpu", "has_memory", "has_normal_memory"):
         (node_dir / name).write_text(",".join(map(str, nodes)) + "\n")
+    # A tree with the kernel's per-node meminfo says how much memory the machine has.
+    memory_kib = _tree_memory(node_dir, nodes) or memory_kib
     per_node = memory_kib // len(nodes)
     for n in nodes:
         d = node_dir / f"node{n}"
@@ -109,12 +112,13 @@ def write_view(sysfs: Path, memory_kib: int, out: Path) -> MachineView:
             if not link.exists():
                 link.symlink_to(Path("..") / ".." / "cpu" / f"cpu{cpu}")
         free = per_node * 9 // 10
-        (d / "meminfo").write_text(
-            f"Node {n} MemTotal:       {per_node} kB\n"
-            f"Node {n} MemFree:        {free} kB\n"
-            f"Node {n} MemUsed:        {per_node - free} kB\n"
-            f"Node {n} HugePages_Total:     0\nNode {n} HugePages_Free:      0\n"
-        )
+        if not (d / "meminfo").exists():
+            (d / "meminfo").write_text(
+                f"Node {n} MemTotal:       {per_node} kB\n"
+                f"Node {n} MemFree:        {free} kB\n"
+                f"Node {n} MemUsed:        {per_node - free} kB\n"
+                f"Node {n} HugePages_Total:     0\nNode {n} HugePages_Free:      0\n"
+            )
         (d / "distance").write_text(" ".join(str(_distance(n, m, package)) for m in nodes) + "\n")
         for size in ("2048kB", "1048576kB"):
             pages = d / "hugepages" / f"hugepages-{size}"
@@ -125,7 +129,22 @@ def write_view(sysfs: Path, memory_kib: int, out: Path) -> MachineView:
     cpuinfo.write_text(_cpuinfo(cpus))
     meminfo = out / "meminfo"
     meminfo.write_text(_meminfo(memory_kib))
-    return MachineView(system, cpuinfo, meminfo, len(cpus), tuple(nodes))
+    return MachineView(system, cpuinfo, meminfo, len(cpus), tuple(nodes), memory_kib)
+
+
+def _tree_memory(node_dir: Path, nodes: list[int]) -> int | None:
+    """The sum of every node's `MemTotal` when the tree has them all, else None."""
+    total = 0
+    for n in nodes:
+        try:
+            text = (node_dir / f"node{n}" / "meminfo").read_text()
+        except OSError:
+            return None
+        found = [line.split()[3] for line in text.splitlines() if "MemTotal:" in line]
+        if not found or not found[0].isdigit():
+            return None
+        total += int(found[0])
+    return total
 
 
 def _cpuinfo(cpus: list[_Cpu]) -> str:

@@ -68,3 +68,17 @@ def test_device_plugins_advertise_gpus_by_index_and_nics_by_address(tmp_path: Pa
 
 def test_a_machine_without_devices_runs_no_device_plugin(tmp_path: Path) -> None:
     assert device_plugins(machines.build("vm", tmp_path / "sys")) == {"resources": []}
+
+
+def test_a_tree_with_the_kernels_per_node_meminfo_keeps_it_and_sets_the_memory(
+    tmp_path: Path,
+) -> None:
+    sysfs = machines.build("pcie-l40s", tmp_path / "sys")
+    for n, kib in ((0, 300_000_000), (1, 200_000_000)):
+        meminfo = sysfs / "devices" / "system" / "node" / f"node{n}" / "meminfo"
+        meminfo.write_text(f"Node {n} MemTotal:       {kib} kB\nNode {n} MemFree:  1 kB\n")
+    view = write_view(sysfs, 64 * 1024**2, tmp_path / "view")
+    assert view.memory_kib == 500_000_000  # the tree's, not the 64Gi given
+    assert view.meminfo.read_text().startswith("MemTotal:       500000000 kB\n")
+    node1 = (view.system / "node" / "node1" / "meminfo").read_text()
+    assert node1.startswith("Node 1 MemTotal:       200000000 kB")
