@@ -35,6 +35,8 @@ class Label:
     GPUS = LABEL_PREFIX + "gpus"
     GPU_NUMA_NODES = LABEL_PREFIX + "gpu-numa-nodes"
     MAX_GPUS_PER_NUMA_NODE = LABEL_PREFIX + "max-gpus-per-numa-node"
+    MAX_CPUS_PER_NUMA_NODE = LABEL_PREFIX + "max-cpus-per-numa-node"
+    MAX_MEMORY_GIB_PER_NUMA_NODE = LABEL_PREFIX + "max-memory-gib-per-numa-node"
     GPU_PCI_SWITCHES = LABEL_PREFIX + "gpu-pci-switches"
     MAX_GPUS_PER_PCI_SWITCH = LABEL_PREFIX + "max-gpus-per-pci-switch"
     RDMA_NICS = LABEL_PREFIX + "rdma-nics"

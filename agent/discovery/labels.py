@@ -32,7 +32,14 @@ def _hardware_labels(topo: Topology) -> dict[str, str]:
     labels: dict[str, str] = {}
     if topo.sockets:
         labels[Label.CPU_SOCKETS] = str(len(topo.sockets))
-        labels[Label.NUMA_NODES] = str(sum(1 for n in topo.numa_nodes if n.cpus))
+        with_cpus = [n for n in topo.numa_nodes if n.cpus]
+        labels[Label.NUMA_NODES] = str(len(with_cpus))
+        labels[Label.MAX_CPUS_PER_NUMA_NODE] = str(max((len(n.cpus) for n in with_cpus), default=0))
+        # The kubelet aligns a pod's memory with its CPUs, so memory-only nodes do not count;
+        # one unreadable node makes the largest unknown.
+        memory = [n.memory_kib for n in with_cpus if n.memory_kib is not None]
+        if memory and len(memory) == len(with_cpus):
+            labels[Label.MAX_MEMORY_GIB_PER_NUMA_NODE] = str(max(memory) // 2**20)
     gpus = topo.gpus
     labels[Label.GPUS] = str(len(gpus))
     numa = [g.place.numa_node for g in gpus]

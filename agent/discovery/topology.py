@@ -1,8 +1,8 @@
 """The topology model: discovery's only output, built by one pure step from the sources' facts.
 
-Sockets, NUMA nodes with CPU lists, GPUs and RDMA NICs with their place in the PCIe tree, the
-GPU×NIC link matrix and a maximum GPU↔NIC pairing over PIX/PXB links. Labels, the annotation
-and the table are all derived from this and nothing else.
+Sockets, NUMA nodes with CPU lists and memory, GPUs and RDMA NICs with their place in the
+PCIe tree, the GPU×NIC link matrix and a maximum GPU↔NIC pairing over PIX/PXB links. Labels,
+the annotation and the table are all derived from this and nothing else.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class Socket:
 class NumaNode:
     id: int
     cpus: frozenset[int]
+    memory_kib: int | None = None  # MemTotal of its meminfo; None when unreadable
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,14 @@ class Topology:
             "sockets": [
                 {"id": s.id, "cpus": format_cpulist(s.cpus), "cores": s.cores} for s in self.sockets
             ],
-            "numaNodes": [{"id": n.id, "cpus": format_cpulist(n.cpus)} for n in self.numa_nodes],
+            "numaNodes": [
+                {
+                    "id": n.id,
+                    "cpus": format_cpulist(n.cpus),
+                    **({"memoryKiB": n.memory_kib} if n.memory_kib is not None else {}),
+                }
+                for n in self.numa_nodes
+            ],
             "gpus": [
                 {
                     "pci": g.bdf,
@@ -191,7 +199,10 @@ def build_topology(
     return Topology(
         online_cpus=cpu.online,
         sockets=_sockets(cpu),
-        numa_nodes=tuple(NumaNode(id=n, cpus=c) for n, c in cpu.numa_nodes.items()),
+        numa_nodes=tuple(
+            NumaNode(id=n, cpus=c, memory_kib=cpu.numa_memory_kib.get(n))
+            for n, c in cpu.numa_nodes.items()
+        ),
         gpus=tuple(gpus),
         nics=tuple(nic_list),
         links=links,

@@ -1,8 +1,10 @@
-"""CPU source: online CPUs, packages (sockets), physical cores and NUMA nodes with CPU lists.
+"""CPU source: online CPUs, packages (sockets), physical cores and NUMA nodes with CPU lists
+and memory.
 
 Reads `devices/system/cpu/online`, `cpuN/topology/{physical_package_id,thread_siblings_list}`
-and `devices/system/node/nodeN/cpulist`. A kernel built without NUMA has no node directory:
-then every online CPU is on node 0 (what `numa_node` -1 means on such a machine).
+and `devices/system/node/nodeN/{cpulist,meminfo}`. A kernel built without NUMA has no node
+directory: then every online CPU is on node 0 (what `numa_node` -1 means on such a machine),
+and the node's memory is unknown.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.sources import SysfsError, read_int, read_text
@@ -33,6 +35,8 @@ class CpuInfo:
     cores: tuple[frozenset[int], ...]  # one entry per physical core: its hardware threads
     numa_nodes: Mapping[int, frozenset[int]]  # node id -> CPUs (nodes without CPUs included)
     numa_from_sysfs: bool  # False when the kernel shows no node directory
+    # node id -> MemTotal in KiB; a node whose meminfo is missing or garbled is absent
+    numa_memory_kib: Mapping[int, int] = field(default_factory=dict)
 
 
 def parse_cpulist(text: str) -> frozenset[int]:
@@ -87,19 +91,38 @@ def _online(cpu_dir: str) -> frozenset[int]:
     return frozenset(int(m[1]) for n in _listdir(cpu_dir) if (m := _CPU_DIR.fullmatch(n)))
 
 
-def _numa_nodes(node_dir: str) -> dict[int, frozenset[int]]:
+def _node_memory(path: str, node: int) -> int:
+    """MemTotal in KiB from the line `Node <node> MemTotal:  1031968572 kB`."""
+    text = read_text(path)
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:3] == ["Node", str(node), "MemTotal:"]:
+            if len(fields) == 5 and fields[4] == "kB" and fields[3].isdigit():
+                return int(fields[3])
+            raise SysfsError(f"{path}: bad MemTotal line {line.strip()[:60]!r}")
+    raise SysfsError(f"{path}: no 'Node {node} MemTotal:' line")
+
+
+def _numa_nodes(node_dir: str) -> tuple[dict[int, frozenset[int]], dict[int, int]]:
     nodes: dict[int, frozenset[int]] = {}
+    memory: dict[int, int] = {}
     for name in _listdir(node_dir):
         m = _NODE_DIR.fullmatch(name)
         if not m:
             continue
+        node = int(m[1])
         path = os.path.join(node_dir, name, "cpulist")
         try:
             # A memory-only node (CXL, HBM) prints an empty list: a node without CPUs.
-            nodes[int(m[1])] = _read_cpulist(path, allow_empty=True)
+            nodes[node] = _read_cpulist(path, allow_empty=True)
         except SysfsError as e:
             log.warning("skipping NUMA node %s: %s", name, e)
-    return nodes
+            continue
+        try:
+            memory[node] = _node_memory(os.path.join(node_dir, name, "meminfo"), node)
+        except SysfsError as e:
+            log.warning("NUMA node %s: memory unknown: %s", name, e)
+    return nodes, memory
 
 
 def discover(root: Path) -> CpuInfo:
@@ -127,7 +150,7 @@ def discover(root: Path) -> CpuInfo:
         seen |= core
         cores.append(frozenset(core))
     node_dir = os.path.join(root, "devices/system/node")
-    nodes = _numa_nodes(node_dir) if os.path.isdir(node_dir) else {}
+    nodes, memory = _numa_nodes(node_dir) if os.path.isdir(node_dir) else ({}, {})
     from_sysfs = bool(nodes)
     if not nodes and online:
         nodes = {0: online}
@@ -137,4 +160,5 @@ def discover(root: Path) -> CpuInfo:
         cores=tuple(cores),
         numa_nodes={n: c & online for n, c in sorted(nodes.items())},
         numa_from_sysfs=from_sysfs,
+        numa_memory_kib=dict(sorted(memory.items())),
     )

@@ -21,12 +21,22 @@ __all__ = ["MACHINES", "build", "standard_cpus"]
 NVIDIA, MELLANOX, INTEL, AMD, BROADCOM = 0x10DE, 0x15B3, 0x8086, 0x1022, 0x1000
 GPU_3D, GPU_VGA, NVSWITCH_CLASS = 0x030200, 0x030000, 0x068000
 IB_CLASS, ETH_CLASS, NVME_CLASS, PLATFORM = 0x020700, 0x020000, 0x010802, 0x088000
+# Installed memory in KiB (/proc/meminfo's MemTotal), as the machines ship: 2 TiB and 1 TiB
+# boards less what firmware keeps.
+DGX_H100_MEMORY, DGX_A100_MEMORY = 2063937144, 1056323328
 
 
 def standard_cpus(
-    b: SysfsBuilder, *, sockets: int, cores: int, threads: int = 2, nodes_per_socket: int = 1
+    b: SysfsBuilder,
+    *,
+    sockets: int,
+    cores: int,
+    memory_kib: int,
+    threads: int = 2,
+    nodes_per_socket: int = 1,
 ) -> None:
-    """Linux's x86 numbering: first threads of every core, socket by socket, then the seconds."""
+    """Linux's x86 numbering: first threads of every core, socket by socket, then the seconds;
+    `memory_kib` (/proc/meminfo's MemTotal) split evenly over the NUMA nodes."""
     total_cores = sockets * cores
     topo: dict[int, tuple[int, int, list[int]]] = {}
     nodes: dict[int, list[int]] = {}
@@ -40,7 +50,7 @@ def standard_cpus(
                 topo[cpu] = (socket, core, siblings)
                 nodes.setdefault(node, []).append(cpu)
     b.cpus(dict(sorted(topo.items())))
-    b.numa_nodes(nodes)
+    b.numa_nodes(nodes, memory_kib=memory_kib)
 
 
 def _platform(b: SysfsBuilder, hb: PciNode, bus: int, count: int) -> None:
@@ -70,13 +80,14 @@ def _hgx_board(
     *,
     storage: list[tuple[int, int, int]],
     nic_numa: bool,
+    memory_kib: int,
     cores: int = 56,
     gpu_device: int = 0x2330,
     names: list[str] | None = None,
 ) -> None:
     """8 GPU slots, each: host bridge → root port → switch with NIC, 2 NVMe, GPU; storage
     adapters (host bridge bus, socket, functions) straight on a root port."""
-    standard_cpus(b, sockets=2, cores=cores)
+    standard_cpus(b, sockets=2, cores=cores, memory_kib=memory_kib)
     nics: list[tuple[PciNode, str]] = []
     for slot, n in enumerate(_H100_NIC_BUSES):
         socket = slot // 4
@@ -119,12 +130,19 @@ def _hgx_board(
 
 def hgx_h100(root: Path) -> None:
     """nccl #1264: 10 NICs, all with numa_node -1; NIC3/NIC4 are one storage adapter."""
-    _hgx_board(SysfsBuilder(root), storage=[(0x53, 0, 2)], nic_numa=False)
+    _hgx_board(
+        SysfsBuilder(root), storage=[(0x53, 0, 2)], nic_numa=False, memory_kib=DGX_H100_MEMORY
+    )
 
 
 def dgx_h100(root: Path) -> None:
     """DGX H100: 12 NICs (mlx5_1/2 and mlx5_7/8 storage), NUMA known; ~230 PCI functions."""
-    _hgx_board(SysfsBuilder(root), storage=[(0x26, 0, 2), (0xA7, 1, 2)], nic_numa=True)
+    _hgx_board(
+        SysfsBuilder(root),
+        storage=[(0x26, 0, 2), (0xA7, 1, 2)],
+        nic_numa=True,
+        memory_kib=DGX_H100_MEMORY,
+    )
 
 
 def hgx_a800(root: Path) -> None:
@@ -134,6 +152,7 @@ def hgx_a800(root: Path) -> None:
         SysfsBuilder(root),
         storage=[(0x26, 0, 1)],
         nic_numa=True,
+        memory_kib=DGX_A100_MEMORY,
         cores=48,
         gpu_device=0x20F3,
         names=[f"mlx5_{i}" for i in (2, 0, 4, 6, 8, 1, 3, 5, 7)],
@@ -144,7 +163,7 @@ def dgx_a100(root: Path) -> None:
     """NPS4: 8 NUMA nodes. Per GPU host bridge: root port → level-1 switch → four level-2
     switches holding GPU, NIC, GPU, NIC — so each GPU is PXB to the two NICs beside it."""
     b = SysfsBuilder(root)
-    standard_cpus(b, sockets=2, cores=64, nodes_per_socket=4)
+    standard_cpus(b, sockets=2, cores=64, memory_kib=DGX_A100_MEMORY, nodes_per_socket=4)
     nics: list[tuple[PciNode, str]] = []
     for base, numa in ((0x00, 3), (0x40, 1), (0x80, 7), (0xA0, 5)):
         hb = b.host_bridge(base, numa=numa)
@@ -181,7 +200,7 @@ def pcie_server(root: Path, *, gpu_device: int = 0x20F1) -> None:
     shares a host bridge with one GPU (PHB) and not with the other (NODE). The GPUs are A100
     PCIe (10de:20f1) unless `gpu_device` says otherwise."""
     b = SysfsBuilder(root)
-    standard_cpus(b, sockets=2, cores=32)
+    standard_cpus(b, sockets=2, cores=32, memory_kib=528161664)
     nics: list[tuple[PciNode, str]] = []
     for base, numa, nic in ((0x17, 0, True), (0x31, 0, False), (0x98, 1, True), (0xB1, 1, False)):
         hb = b.host_bridge(base, numa=numa)
@@ -199,7 +218,7 @@ def workstation(root: Path) -> None:
     """One socket, one host bridge, every numa_node -1; two GPUs (with HDMI audio functions)
     and a ConnectX-6 on separate root ports."""
     b = SysfsBuilder(root)
-    standard_cpus(b, sockets=1, cores=16)
+    standard_cpus(b, sockets=1, cores=16, memory_kib=131072000)
     hb = b.host_bridge(0x00, numa=-1)
     b.function(hb, 0x00, 0, vendor=AMD, device=0x14A4, cls=0x060000)
     for dev_fn, bus in ((1, 0x01), (2, 0x02)):
@@ -231,7 +250,7 @@ def hyperv_gpu_vm(root: Path) -> None:
     """A Hyper-V guest (cloud GPU VM): every passed-through GPU and NIC is alone in its own PCI
     domain below a VMBus device, so no two share a root complex; NUMA nodes are known."""
     b = SysfsBuilder(root)
-    standard_cpus(b, sockets=2, cores=12)
+    standard_cpus(b, sockets=2, cores=12, memory_kib=464000000)
     vmbus = "LNXSYSTM:00/LNXSYBUS:00/PNP0A03:00/device:07/VMBUS:01"
     nics: list[tuple[PciNode, str]] = []
     for i, (device, cls, numa) in enumerate(

@@ -3,7 +3,8 @@
 PCI functions live at `devices/pci<dom>:<bus>/<root-port>/<switch-up>/<switch-down>/…/<bdf>`
 with their attribute files; `bus/pci/devices/<bdf>`, `class/infiniband/<name>`,
 `class/net/<name>` and the `device`/`physfn`/`subsystem` links are relative symlinks, computed
-exactly as the kernel computes them. CPUs and NUMA nodes get `devices/system/{cpu,node}`.
+exactly as the kernel computes them. CPUs and NUMA nodes get `devices/system/{cpu,node}`,
+each node its `meminfo`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PciNode", "SysfsBuilder", "cpulist"]
+__all__ = ["PciNode", "SysfsBuilder", "cpulist", "node_meminfo"]
 
 BRIDGE = 0x060400
 HOST_BRIDGE = 0x060000
@@ -180,10 +181,43 @@ class SysfsBuilder:
             self._write(topo / "thread_siblings_list", cpulist(siblings))
             self._write(topo / "die_id", "0")
 
-    def numa_nodes(self, nodes: dict[int, Iterable[int]]) -> None:
+    def numa_nodes(self, nodes: dict[int, Iterable[int]], *, memory_kib: int = 0) -> None:
+        """`nodes[node] = its CPUs`; `memory_kib` installed, split evenly over the nodes and
+        written to each node's meminfo as the kernel prints it (kB, right-aligned)."""
         base = self.root / "devices" / "system" / "node"
         self._write(base / "online", cpulist(nodes))
         self._write(base / "possible", cpulist(nodes))
         self._write(base / "has_cpu", cpulist(n for n, c in nodes.items() if list(c)))
+        if memory_kib:
+            self._write(base / "has_memory", cpulist(nodes))
+        per_node = memory_kib // max(len(nodes), 1)
         for node, cpus in nodes.items():
             self._write(base / f"node{node}" / "cpulist", cpulist(cpus))
+            if memory_kib:
+                self._write(base / f"node{node}" / "meminfo", node_meminfo(node, per_node))
+
+
+def node_meminfo(node: int, total_kib: int) -> str:
+    """`/sys/devices/system/node/nodeN/meminfo` as node_read_meminfo() formats it."""
+    free = total_kib * 9 // 10
+    rows = [
+        ("MemTotal", total_kib),
+        ("MemFree", free),
+        ("MemUsed", total_kib - free),
+        ("SwapCached", 0),
+        ("Active", 0),
+        ("Inactive", 0),
+        ("Dirty", 0),
+        ("FilePages", 0),
+        ("Mapped", 0),
+        ("AnonPages", 0),
+        ("Shmem", 0),
+        ("KernelStack", 0),
+        ("PageTables", 0),
+        ("Slab", 0),
+    ]
+    lines = [f"Node {node} {name + ':':<15} {value:>8} kB" for name, value in rows]
+    lines += [
+        f"Node {node} {name + ':':<15} {0:>5}" for name in ("HugePages_Total", "HugePages_Free")
+    ]
+    return "\n".join(lines)

@@ -95,47 +95,56 @@ L = Label
 HW_LABELS: dict[str, dict[str, str]] = {
     # nccl #1264: every GPU PIX to its own NIC; 4 GPUs per socket; 10 RDMA functions.
     "hgx-h100": {
+        L.MAX_CPUS_PER_NUMA_NODE: "112", L.MAX_MEMORY_GIB_PER_NUMA_NODE: "984",
         L.CPU_SOCKETS: "2", L.NUMA_NODES: "2", L.GPUS: "8", L.GPU_NUMA_NODES: "2",
         L.MAX_GPUS_PER_NUMA_NODE: "4", L.GPU_PCI_SWITCHES: "8", L.MAX_GPUS_PER_PCI_SWITCH: "1",
         L.RDMA_NICS: "10", L.GPU_NIC_PAIRS: "8", L.GPU_NIC_LINK: "PIX",
     },
     "dgx-h100": {
+        L.MAX_CPUS_PER_NUMA_NODE: "112", L.MAX_MEMORY_GIB_PER_NUMA_NODE: "984",
         L.CPU_SOCKETS: "2", L.NUMA_NODES: "2", L.GPUS: "8", L.GPU_NUMA_NODES: "2",
         L.MAX_GPUS_PER_NUMA_NODE: "4", L.GPU_PCI_SWITCHES: "8", L.MAX_GPUS_PER_PCI_SWITCH: "1",
         L.RDMA_NICS: "12", L.GPU_NIC_PAIRS: "8", L.GPU_NIC_LINK: "PIX",
     },
     # nccl #1505: NPS4, GPU pairs on NUMA 3/1/7/5, each GPU PXB to two NICs.
     "dgx-a100": {
+        L.MAX_CPUS_PER_NUMA_NODE: "32", L.MAX_MEMORY_GIB_PER_NUMA_NODE: "125",
         L.CPU_SOCKETS: "2", L.NUMA_NODES: "8", L.GPUS: "8", L.GPU_NUMA_NODES: "4",
         L.MAX_GPUS_PER_NUMA_NODE: "2", L.GPU_PCI_SWITCHES: "8", L.MAX_GPUS_PER_PCI_SWITCH: "1",
         L.RDMA_NICS: "12", L.GPU_NIC_PAIRS: "8", L.GPU_NIC_LINK: "PXB",
     },
     # nccl #933: every GPU PIX to a NIC whose name alternates sockets; NIC0 is NODE/SYS only.
     "hgx-a800": {
+        L.MAX_CPUS_PER_NUMA_NODE: "96", L.MAX_MEMORY_GIB_PER_NUMA_NODE: "503",
         L.CPU_SOCKETS: "2", L.NUMA_NODES: "2", L.GPUS: "8", L.GPU_NUMA_NODES: "2",
         L.MAX_GPUS_PER_NUMA_NODE: "4", L.GPU_PCI_SWITCHES: "8", L.MAX_GPUS_PER_PCI_SWITCH: "1",
         L.RDMA_NICS: "9", L.GPU_NIC_PAIRS: "8", L.GPU_NIC_LINK: "PIX",
     },
     # No switch at all: nothing pairs; the GPU without a NIC on its host bridge reaches NODE.
     "pcie-server": {
+        L.MAX_CPUS_PER_NUMA_NODE: "64", L.MAX_MEMORY_GIB_PER_NUMA_NODE: "251",
         L.CPU_SOCKETS: "2", L.NUMA_NODES: "2", L.GPUS: "4", L.GPU_NUMA_NODES: "2",
         L.MAX_GPUS_PER_NUMA_NODE: "2", L.GPU_PCI_SWITCHES: "0", L.MAX_GPUS_PER_PCI_SWITCH: "0",
         L.RDMA_NICS: "2", L.GPU_NIC_PAIRS: "0", L.GPU_NIC_LINK: "NODE",
     },
     # numa_node -1 on a one-node machine is node 0; the HDMI audio functions are no GPUs.
     "workstation": {
+        L.MAX_CPUS_PER_NUMA_NODE: "32", L.MAX_MEMORY_GIB_PER_NUMA_NODE: "125",
         L.CPU_SOCKETS: "1", L.NUMA_NODES: "1", L.GPUS: "2", L.GPU_NUMA_NODES: "1",
         L.MAX_GPUS_PER_NUMA_NODE: "2", L.GPU_PCI_SWITCHES: "0", L.MAX_GPUS_PER_PCI_SWITCH: "0",
         L.RDMA_NICS: "1", L.GPU_NIC_PAIRS: "0", L.GPU_NIC_LINK: "PHB",
     },
-    # No GPU, no RDMA: counts are 0 and there is no link word to state.
+    # No GPU, no RDMA: counts are 0 and there is no link word to state; no node directory,
+    # so one NUMA node holds every CPU and its memory is unknown.
     "vm": {
+        L.MAX_CPUS_PER_NUMA_NODE: "8",
         L.CPU_SOCKETS: "1", L.NUMA_NODES: "1", L.GPUS: "0", L.GPU_NUMA_NODES: "0",
         L.MAX_GPUS_PER_NUMA_NODE: "0", L.GPU_PCI_SWITCHES: "0", L.MAX_GPUS_PER_PCI_SWITCH: "0",
         L.RDMA_NICS: "0", L.GPU_NIC_PAIRS: "0",
     },
     # Each device its own root complex: same-node pairs are NODE, nothing pairs.
     "hyperv-gpu-vm": {
+        L.MAX_CPUS_PER_NUMA_NODE: "24", L.MAX_MEMORY_GIB_PER_NUMA_NODE: "221",
         L.CPU_SOCKETS: "2", L.NUMA_NODES: "2", L.GPUS: "2", L.GPU_NUMA_NODES: "2",
         L.MAX_GPUS_PER_NUMA_NODE: "1", L.GPU_PCI_SWITCHES: "0", L.MAX_GPUS_PER_PCI_SWITCH: "0",
         L.RDMA_NICS: "2", L.GPU_NIC_PAIRS: "0", L.GPU_NIC_LINK: "NODE",
@@ -182,6 +191,7 @@ def test_annotation_is_compact_json_of_the_topology(
     }  # fmt: skip
     assert [n["id"] for n in doc["numaNodes"]] == list(range(8))
     assert doc["numaNodes"][3]["cpus"] == "48-63,176-191"
+    assert {n["memoryKiB"] for n in doc["numaNodes"]} == {1056323328 // 8}
     assert doc["gpuNicLinks"][0][:2] == ["PXB", "PXB"]
     assert len(doc["gpuNicPairs"]) == 8
 

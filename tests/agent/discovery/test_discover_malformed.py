@@ -124,6 +124,58 @@ def test_missing_node_directory_means_one_numa_node(
     labels = discover(options(root)).labels
     assert labels[Label.NUMA_NODES] == "1"
     assert labels[Label.GPU_NUMA_NODES] == "1"  # -1 on a one-node machine is that node
+    assert labels[Label.MAX_CPUS_PER_NUMA_NODE] == "32"  # node 0 holds every CPU
+    assert Label.MAX_MEMORY_GIB_PER_NUMA_NODE not in labels  # no node meminfo to read
+
+
+NODE1_MEMINFO = "devices/system/node/node1/meminfo"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda r: _write(r / NODE1_MEMINFO, "Node 1 MemTotal:  lots kB\n"), "bad MemTotal"),
+        (lambda r: _write(r / NODE1_MEMINFO, "Node 1 MemTotal:  5 MB\n"), "bad MemTotal"),
+        (lambda r: _write(r / NODE1_MEMINFO, "Node 0 MemTotal:  5 kB\n"), "no 'Node 1 MemTotal:'"),
+        (lambda r: _write(r / NODE1_MEMINFO, "\x00\xff"), "no 'Node 1 MemTotal:'"),
+        (lambda r: _write(r / NODE1_MEMINFO, ""), "empty"),
+        (lambda r: (r / NODE1_MEMINFO).unlink(), "missing"),
+    ],
+    ids=["garbage-number", "wrong-unit", "other-node", "binary", "empty", "missing"],
+)  # fmt: skip
+def test_unreadable_node_meminfo_makes_numa_memory_unknown(
+    damage: Callable[[Path], object],
+    message: str,
+    fresh_machine: Machine,
+    options: Options,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    root = fresh_machine("pcie-server")
+    damage(root)
+    with caplog.at_level(logging.WARNING):
+        result = discover(options(root))
+    # Node 0 alone could understate the largest node: the label is left out, not guessed.
+    assert Label.MAX_MEMORY_GIB_PER_NUMA_NODE not in result.labels
+    assert result.labels[Label.MAX_CPUS_PER_NUMA_NODE] == "64"  # the rest is still reported
+    assert [n.memory_kib for n in result.topology.numa_nodes] == [264080832, None]
+    lines = [r.getMessage() for r in caplog.records if "node1" in r.getMessage()]
+    assert lines and message in lines[0]
+
+
+def test_memory_only_node_does_not_count_for_memory_or_cpus(
+    fresh_machine: Machine, options: Options
+) -> None:
+    from tests.agent.discovery.sysfs_builder import node_meminfo
+
+    root = fresh_machine("pcie-server")
+    cxl = root / "devices/system/node/node2"
+    cxl.mkdir()
+    _write(cxl / "cpulist", "\n")
+    _write(cxl / "meminfo", node_meminfo(2, 4 * 2**30))  # a 4 TiB CXL expander
+    labels = discover(options(root)).labels
+    assert labels[Label.NUMA_NODES] == "2"
+    assert labels[Label.MAX_CPUS_PER_NUMA_NODE] == "64"
+    assert labels[Label.MAX_MEMORY_GIB_PER_NUMA_NODE] == "251"
 
 
 def test_dangling_rdma_device_link_is_skipped(
