@@ -47,8 +47,8 @@ def explain(cluster: Cluster, obj: dict[str, Any], namespace: str, tmp: Path) ->
 
 @pytest.mark.parametrize(
     ("policy", "gpus"),
-    # single-numa-partial asks 96Gi per GPU: 2 GPUs fit no NUMA node (126Gi) of the only
-    # single-numa-node machine, whose kubelet refuses them (test_explain_agrees.py); 1 fits.
+    # single-numa-partial asks 96Gi per GPU: 2 GPUs fit no NUMA node (125 GiB) of the only
+    # single-numa-node machine (test_placement.py); 1 fits.
     [("ddp-hgx-full-node", 8), ("single-numa-partial", 1), ("inference", 1)],
 )
 def test_the_scheduler_binds_where_explain_says_the_pod_fits(

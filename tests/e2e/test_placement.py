@@ -57,20 +57,36 @@ def test_full_node_ddp_pods_land_only_where_the_policy_allows(
     assert bound == allowed  # 8 GPUs each: one pod per allowed node, none elsewhere
 
 
-def test_a_single_numa_partial_pod_lands_where_it_fits(
+def assert_pending_on_node_affinity(kubectl: Kubectl, namespace: str, pod: str) -> None:
+    """kube-scheduler keeps the pod Pending and says node affinity is why."""
+    failed = procs.wait_for(
+        lambda: events(kubectl, namespace, pod, "FailedScheduling"),
+        f"a FailedScheduling event for pod {pod}",
+    )
+    assert "node affinity" in failed[-1]["message"], failed[-1]["message"]
+    assert kubectl.json("get", "pod", pod, "-n", namespace)["spec"].get("nodeName") is None
+
+
+def test_a_single_numa_partial_pod_lands_where_one_numa_node_holds_it(
     cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any]
 ) -> None:
-    allowed = fitting_nodes(cluster, kubectl, "single-numa-partial", 2)
+    allowed = fitting_nodes(cluster, kubectl, "single-numa-partial", 1)
     assert allowed == {"dgx-a100-nps4"}
-    created = create(training_pod("partial", "single-numa-partial", 2), namespace)
+    create(training_pod("partial", "single-numa-partial", 1), namespace)
     assert wait_bound(kubectl, namespace, "partial") in allowed
-    # The labels allow it, but 2 × 96Gi fit no NPS4 NUMA node (126Gi): the kubelet there
-    # refuses the pod, as the webhook's warning said when it was created.
-    assert "fail kubelet topology manager" in created.stderr, created.stderr
-    assert wait_admitted_or_refused(kubectl, namespace, "partial") == (
-        "Failed",
-        "TopologyAffinityError",
-    )
+    assert wait_admitted_or_refused(kubectl, namespace, "partial") == ("Running", "")
+
+
+def test_a_pod_no_numa_node_can_hold_waits_instead_of_being_refused_by_the_kubelet(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any]
+) -> None:
+    """2 × 96Gi fit no NPS4 NUMA node (125 GiB): the real kubelet there refused such a pod
+    with TopologyAffinityError. The webhook's affinity now keeps it off that node."""
+    labels = node_labels(kubectl, "dgx-a100-nps4")
+    assert int(labels[Label.MAX_GPUS_PER_NUMA_NODE]) >= 2  # the GPUs alone would fit
+    assert int(labels[Label.MAX_MEMORY_GIB_PER_NUMA_NODE]) < 192
+    create(training_pod("partial-2", "single-numa-partial", 2), namespace)
+    assert_pending_on_node_affinity(kubectl, namespace, "partial-2")
 
 
 def test_a_pod_no_node_satisfies_stays_pending_and_the_scheduler_says_node_affinity(
@@ -78,12 +94,7 @@ def test_a_pod_no_node_satisfies_stays_pending_and_the_scheduler_says_node_affin
 ) -> None:
     assert fitting_nodes(cluster, kubectl, "single-numa-partial", 4) == set()
     create(training_pod("nowhere", "single-numa-partial", 4), namespace)
-    failed = procs.wait_for(
-        lambda: events(kubectl, namespace, "nowhere", "FailedScheduling"),
-        "a FailedScheduling event for pod nowhere",
-    )
-    assert "node affinity" in failed[-1]["message"], failed[-1]["message"]
-    assert kubectl.json("get", "pod", "nowhere", "-n", namespace)["spec"].get("nodeName") is None
+    assert_pending_on_node_affinity(kubectl, namespace, "nowhere")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from typing import Any
 
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook.engine.patch import clone
+from webhook.engine.workers import NumaRequest
 from webhook.policy.model import Dataset, Placement
 
 __all__ = ["add_preferred", "add_required", "dataset_preferences", "required_expressions"]
@@ -18,10 +19,18 @@ Expression = dict[str, Any]
 
 
 def required_expressions(
-    placement: Placement, *, gpus: int, warnings: list[str], devices: bool = True
+    placement: Placement,
+    *,
+    gpus: int,
+    warnings: list[str],
+    devices: bool = True,
+    numa: NumaRequest | None = None,
 ) -> list[Expression]:
     """Match expressions on the agent's node labels for this placement and GPU count.
 
+    `numa` is what the pod asks one NUMA node to hold (workers.numa_request of the mutated
+    spec): with singleNumaNode, a node whose largest NUMA node has fewer CPUs or less memory
+    is excluded, since its kubelet would refuse the pod with TopologyAffinityError.
     `devices=False` leaves out the GPU/NIC terms (link, pairs, single NUMA node): DRA claims
     enforce those per device, and the node-wide labels would only narrow the choice."""
     exprs: list[Expression] = []
@@ -41,6 +50,13 @@ def required_expressions(
             continue
         # Node labels are integers: "at least N" is "Gt N-1".
         exprs.append(_expr(key, "Gt", [str(gpus - 1)]))
+        if key == Label.MAX_GPUS_PER_NUMA_NODE and numa is not None:
+            for need, numa_key in (
+                (numa.cpus, Label.MAX_CPUS_PER_NUMA_NODE),
+                (numa.memory_gib, Label.MAX_MEMORY_GIB_PER_NUMA_NODE),
+            ):
+                if need > 0:
+                    exprs.append(_expr(numa_key, "Gt", [str(need - 1)]))
     if placement.topology_manager_policies:
         exprs.append(
             _expr(Label.TOPOLOGY_MANAGER_POLICY, "In", list(placement.topology_manager_policies))

@@ -27,7 +27,7 @@ from webhook.engine.mutation import EngineSettings, Mutation
 from webhook.engine.patch import clone, json_diff
 from webhook.engine.pod_shape import check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
-from webhook.engine.workers import all_containers, pod_gpus, select_workers
+from webhook.engine.workers import all_containers, numa_request, pod_gpus, select_workers
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.quantity import parse_quantity
@@ -143,7 +143,11 @@ def _apply(
     # After the rewrite this counts only the GPUs left on the device-plugin path.
     gpus = pod_gpus(spec, rules.gpu_resource)
     devices = gpus > 0 or not (dra.active or dra.own_claims)
-    exprs = required_expressions(rules.placement, gpus=gpus, warnings=warnings, devices=devices)
+    # What one NUMA node must hold, from the resources just set: only singleNumaNode asks.
+    numa = numa_request(spec) if rules.placement.single_numa_node else None
+    exprs = required_expressions(
+        rules.placement, gpus=gpus, warnings=warnings, devices=devices, numa=numa
+    )
     add_required(spec, exprs)
     add_preferred(spec, dataset_preferences(rules.datasets))
     return None

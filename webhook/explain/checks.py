@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from common.vocabulary import LABEL_PREFIX
+from common.vocabulary import LABEL_PREFIX, Label
 from webhook.engine.affinity import required_expressions
-from webhook.engine.workers import pod_gpus
+from webhook.engine.workers import numa_request, pod_gpus
 from webhook.explain.requests import NATIVE, Amounts, container_requests, guaranteed, pod_requests
 from webhook.explain.selectors import (
     PreferredTerm,
@@ -86,12 +86,20 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     if isinstance(node_name, str) and node_name:
         checks.append(Check("name", "spec.nodeName", node_name=node_name))
     if policy is not None:
-        ours = required_expressions(policy.spec.placement, gpus=gpus, warnings=[])
+        placement = policy.spec.placement
+        # As webhook/engine/recipe.py asks it, so the two cannot disagree.
+        numa = numa_request(spec) if placement.single_numa_node else None  # type: ignore[arg-type]
+        ours = required_expressions(placement, gpus=gpus, warnings=[], numa=numa)
         if ours:
             checks.append(Check("agent", "topoplace labels"))
+        needs = {
+            Label.MAX_CPUS_PER_NUMA_NODE: numa.cpus if numa else 0,
+            Label.MAX_MEMORY_GIB_PER_NUMA_NODE: numa.memory_gib if numa else 0,
+        }
         for expr in ours:
             req = parse_requirement(expr)
-            checks.append(Check("policy", short_key(req.key), requirement=req, need=gpus))
+            need = needs.get(req.key, gpus)
+            checks.append(Check("policy", short_key(req.key), requirement=req, need=need))
     terms = parse_required(spec)
     if terms is not None:
         checks.append(Check("affinity", "node affinity", terms=terms))

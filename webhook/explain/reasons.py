@@ -1,6 +1,7 @@
 """Reasons in topology words, derived from the label contract (common/vocabulary.py).
 
-Each label key has a kind: a count ("4 GPUs per NUMA node; pod needs 8"), the link word
+Each label key has a kind: a count ("4 GPUs per NUMA node; pod needs 8", "125 GiB memory per
+NUMA node; pod needs 192"), the link word
 ("gpu-nic-link is NODE; policy needs PIX or PXB"), a kubelet policy word
 ("topology-manager-policy none; policy needs …"), a dataset version, or any other label.
 An absent label is explained by what the contract says about when the agent omits it.
@@ -24,6 +25,8 @@ _COUNTS = {
     Label.GPUS: ("GPU", "GPUs"),
     Label.GPU_NUMA_NODES: ("NUMA node with GPUs", "NUMA nodes with GPUs"),
     Label.MAX_GPUS_PER_NUMA_NODE: ("GPU per NUMA node", "GPUs per NUMA node"),
+    Label.MAX_CPUS_PER_NUMA_NODE: ("CPU per NUMA node", "CPUs per NUMA node"),
+    Label.MAX_MEMORY_GIB_PER_NUMA_NODE: ("GiB memory per NUMA node", "GiB memory per NUMA node"),
     Label.GPU_PCI_SWITCHES: ("PCIe switch with GPUs", "PCIe switches with GPUs"),
     Label.MAX_GPUS_PER_PCI_SWITCH: ("GPU per PCIe switch", "GPUs per PCIe switch"),
     Label.RDMA_NICS: ("RDMA NIC", "RDMA NICs"),
@@ -80,6 +83,10 @@ def _absent(key: str, labels: Mapping[str, str]) -> str:
             return f"no RDMA NIC ({name} absent)"
     if key in _NUMA_UNKNOWN:
         return f"GPUs' NUMA nodes unknown ({name} absent)"
+    if key == Label.MAX_MEMORY_GIB_PER_NUMA_NODE:
+        return f"NUMA nodes' memory unknown ({name} absent)"
+    if key == Label.MAX_CPUS_PER_NUMA_NODE:
+        return f"CPU topology unknown ({name} absent)"
     if key in _KUBELET:
         return f"{name} unknown (the agent could not read the kubelet config)"
     if key == Label.GPU_PRODUCT:
@@ -100,7 +107,7 @@ def _have(key: str, value: str, labels: Mapping[str, str]) -> str:
     return f"{_name(key)} is {value}"
 
 
-def _wanted(req: Requirement, who: str, gpus: int | None) -> str:
+def _wanted(req: Requirement, who: str, need: int | None) -> str:
     op, values = req.operator, list(req.values)
     if op == "In":
         return f"{who} needs {or_list(values)}"
@@ -111,8 +118,8 @@ def _wanted(req: Requirement, who: str, gpus: int | None) -> str:
     if op == "DoesNotExist":
         return f"{who} needs it absent"
     number = req.number
-    if op == "Gt" and gpus is not None and number == gpus - 1:
-        return f"pod needs {gpus}"  # our own "at least the pod's GPU count"
+    if op == "Gt" and need is not None and number == need - 1:
+        return f"pod needs {need}"  # our own "at least what the pod needs"
     return f"{who} needs {'more' if op == 'Gt' else 'fewer'} than {number}"
 
 
@@ -122,20 +129,21 @@ def describe(
     name: str,
     *,
     who: str,
-    gpus: int | None = None,
+    need: int | None = None,
 ) -> str:
     """Why `req` fails on a node with `labels` (and `name`), e.g. '4 GPUs per NUMA node; pod
-    needs 8'. `who` is whose requirement it is ("policy", "node affinity", "nodeSelector")."""
+    needs 8'. `who` is whose requirement it is ("policy", "node affinity", "nodeSelector");
+    `need` the count a policy's "at least" asks for (GPUs, CPUs, GiB)."""
     if req.error is not None:
         return f"{who} expression on {req.key} is invalid: {req.error}"
     if req.field:
         return f"node name {name}; {_wanted(req, who, None)}"
     value = labels.get(req.key)
     if value is None:
-        return f"{_absent(req.key, labels)}; {_wanted(req, who, gpus)}"
+        return f"{_absent(req.key, labels)}; {_wanted(req, who, need)}"
     if req.operator in ("Gt", "Lt") and parse_int64(value) is None:
-        return f"{_name(req.key)} is {value!r}, not an integer; {_wanted(req, who, gpus)}"
-    return f"{_have(req.key, value, labels)}; {_wanted(req, who, gpus)}"
+        return f"{_name(req.key)} is {value!r}, not an integer; {_wanted(req, who, need)}"
+    return f"{_have(req.key, value, labels)}; {_wanted(req, who, need)}"
 
 
 def describe_preferred(reqs: Sequence[Requirement]) -> str:

@@ -131,7 +131,6 @@ def _affinity_reason(check: Check, node: NodeView) -> str | None:
 def failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
     """Why `check` fails on `node`, or None when it passes."""
     kind = check.kind
-    gpus = plan.gpus
     if kind == "topology":
         return topology_failure(check, node, plan)
     if kind == "name":
@@ -143,7 +142,7 @@ def failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
         assert req is not None
         if first_failing((req,), node.labels, node.name) is None:
             return None
-        return describe(req, node.labels, node.name, who="policy", gpus=gpus)
+        return describe(req, node.labels, node.name, who="policy", need=check.need)
     if kind == "affinity":
         return _affinity_reason(check, node)
     if kind == "selector":

@@ -149,11 +149,56 @@ def test_required_affinity_created_when_pod_has_none(run_mutate):
                 expr(Label.GPU_NIC_LINK, "In", "PIX", "PXB"),
                 expr(Label.GPU_NIC_PAIRS, "Gt", "3"),
                 expr(Label.MAX_GPUS_PER_NUMA_NODE, "Gt", "3"),
+                # the defaults the resources step gave it: 1 CPU (100m rounded up), 256Mi
+                expr(Label.MAX_CPUS_PER_NUMA_NODE, "Gt", "0"),
+                expr(Label.MAX_MEMORY_GIB_PER_NUMA_NODE, "Gt", "0"),
                 expr(Label.TOPOLOGY_MANAGER_POLICY, "In", "single-numa-node", "restricted"),
                 expr("example.com/pool", "In", "h100"),
             ]
         }
     ]
+
+
+def numa_terms(pod: dict[str, Any]) -> dict[str, str]:
+    numa_keys = (Label.MAX_CPUS_PER_NUMA_NODE, Label.MAX_MEMORY_GIB_PER_NUMA_NODE)
+    return {
+        e["key"]: e["values"][0]
+        for e in terms(pod)[0]["matchExpressions"]
+        if e["key"] in numa_keys and e["operator"] == "Gt"
+    }
+
+
+def test_single_numa_node_asks_one_numa_node_for_the_pods_cpus_and_memory(run_mutate):
+    # 2 × (12 CPUs, 96Gi) + a sidecar (2 CPUs, 1.5Gi) running beside it; the init container
+    # (1 CPU, 1Gi) runs before and needs less. A DGX A100 NPS4 node (32 CPUs, 125 GiB) fails.
+    sidecar = container(
+        "proxy", restartPolicy="Always", resources={"limits": {"cpu": "2", "memory": "1536Mi"}}
+    )
+    init = container("setup", resources={"limits": {"cpu": "1", "memory": "1Gi"}})
+    pod = make_pod(container(gpus=2), initContainers=[init, sidecar])
+    resources = {"cpuPerGpu": 12, "memoryPerGpu": "96Gi"}
+    mutated, _ = run_mutate(pod, placement={"singleNumaNode": True}, resources=resources)
+    assert numa_terms(mutated) == {
+        Label.MAX_CPUS_PER_NUMA_NODE: "25",  # 26 CPUs
+        Label.MAX_MEMORY_GIB_PER_NUMA_NODE: "193",  # 193.5 GiB, rounded up
+    }
+
+
+def test_single_numa_node_counts_only_whole_cpus_and_only_for_guaranteed_pods(run_mutate, policies):
+    sidecar = container("log", resources={"limits": {"cpu": "500m", "memory": "512Mi"}})
+    pod = make_pod(container(gpus=1), sidecar)
+    resources = {"cpuPerGpu": 8, "memoryPerGpu": "64Gi"}
+    mutated, _ = run_mutate(pod, placement={"singleNumaNode": True}, resources=resources)
+    # The 500m sidecar shares the pool: the kubelet pins only the worker's 8 CPUs.
+    assert numa_terms(mutated) == {
+        Label.MAX_CPUS_PER_NUMA_NODE: "7",
+        Label.MAX_MEMORY_GIB_PER_NUMA_NODE: "64",  # 64.5 GiB
+    }
+    burstable = {"guaranteed": False, "memoryPerGpu": "64Gi"}
+    policy_set = policies(policy_doc("p", placement={"singleNumaNode": True}, resources=burstable))
+    mutated = mutate(make_pod(container(gpus=1)), "ml-team", policy_set, SETTINGS).pod
+    assert numa_terms(mutated) == {}
+    assert terms(mutated)[0]["matchExpressions"] == [expr(Label.MAX_GPUS_PER_NUMA_NODE, "Gt", "0")]
 
 
 def test_required_affinity_added_to_every_existing_term_keeping_user_terms(run_mutate):

@@ -70,13 +70,20 @@ def oracle(node: dict[str, Any], policy: dict[str, Any], gpus: int) -> bool:
     numa = int(labels.get("topoplace.io/max-gpus-per-numa-node", -1))
     if place.get("singleNumaNode") and numa < gpus:
         return False
+    need_cpu = res.get("cpuPerGpu", 0) * gpus
+    need_mem_gi = int(str(res.get("memoryPerGpu", "0Gi")).removesuffix("Gi")) * gpus
+    # singleNumaNode: one NUMA node must hold a Guaranteed pod's CPUs and memory too, or the
+    # kubelet (single-numa-node) refuses it. The one container is the whole pod here.
+    if place.get("singleNumaNode") and res.get("guaranteed", True):
+        cpus = int(labels.get("topoplace.io/max-cpus-per-numa-node", -1))
+        gib = int(labels.get("topoplace.io/max-memory-gib-per-numa-node", -1))
+        if cpus < need_cpu or gib < need_mem_gi:
+            return False
     allowed = place.get("topologyManagerPolicies")
     if allowed and labels.get("topoplace.io/topology-manager-policy") not in allowed:
         return False
     if node["spec"].get("taints"):
         return False
-    need_cpu = res.get("cpuPerGpu", 0) * gpus
-    need_mem_gi = int(str(res.get("memoryPerGpu", "0Gi")).removesuffix("Gi")) * gpus
     rdma = res.get("rdma")
     return (
         int(alloc.get("nvidia.com/gpu", 0)) >= gpus
@@ -148,6 +155,21 @@ def test_a_pod_no_node_can_hold_exits_1_with_the_numa_reason(
     assert "0 of 12 nodes fit" in out
 
 
+def test_single_numa_node_needs_one_numa_node_for_memory_too(
+    nodes_yaml: Path, tmp_path: Path
+) -> None:
+    # DGX A100 in NPS4: 2 GPUs on a NUMA node, but 125 GiB of memory each.
+    for policy, gpus, reason in [
+        ("single-numa-partial", 2, "125 GiB memory per NUMA node; pod needs 192"),
+        ("inference", 2, "125 GiB memory per NUMA node; pod needs 128"),
+    ]:
+        _, out, _ = explain(
+            "--policies", str(POLICIES), "--nodes", str(nodes_yaml), "--output", "json",
+            str(pod_file(tmp_path, policy, gpus)),
+        )  # fmt: skip
+        assert reasons_of(out)["dgx-a100-a"] == reason
+
+
 def test_the_pods_own_affinity_and_selector_are_checked_too(
     nodes_yaml: Path, tmp_path: Path
 ) -> None:
@@ -169,7 +191,7 @@ def test_the_pods_own_affinity_and_selector_are_checked_too(
     assert [k for k, v in verdicts.items() if v["fits"]] == ["dgx-h100-b"]
     assert verdicts["pcie-l40s-b"]["reason"] == "kubernetes.io/hostname is pcie-l40s-b; " \
         "nodeSelector needs dgx-h100-b"  # fmt: skip
-    assert verdicts["dgx-a100-a"]["check"] == "nodeSelector"
+    assert verdicts["dgx-h100-a"]["check"] == "nodeSelector"
     assert code == 0
 
 

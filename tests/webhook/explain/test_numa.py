@@ -4,6 +4,7 @@ machines (tests/e2e/test_explain_agrees.py checks it there case by case)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,31 +123,35 @@ def node(name: str, machine: str, policy: str, memory: str, tmp_path: Path) -> N
     )
 
 
-
 def test_the_admission_warning_names_matching_nodes_whose_kubelet_would_refuse(
     tmp_path: Path,
 ) -> None:
-    """inference asks 64Gi per GPU: 2 GPUs fit one NUMA node of a DGX H100, but not the
-    126Gi of one NPS4 NUMA node of the DGX A100, whose kubelet is single-numa-node."""
+    """The labels count a NUMA node's whole memory (125 GiB on the NPS4 DGX A100); the
+    kubelet has only allocatable to give (990Gi over 8 nodes here): a pod asking 125Gi
+    matches the labels, and the single-numa-node kubelet still refuses it."""
     policies = load_policy_dir(REPO / "policies")
     index = NodeIndex(
         [
             node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path),
-            node("a100", "dgx-a100", "single-numa-node", "1003Gi", tmp_path),
+            node("a100", "dgx-a100", "single-numa-node", "990Gi", tmp_path),
         ]
     )
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "labels": {"topoplace.io/policy": "inference"}},
-        "spec": {
-            "containers": [
-                {"name": "c", "image": "vllm", "resources": {"limits": {"nvidia.com/gpu": 2}}}
-            ]
-        },
-    }
-    result = mutate(pod, "ml-team", policies)
-    plan = plan_for(result.pod, policies.get("inference"))
+
+    def inference(gpus: int, memory: str | None = None) -> dict[str, Any]:
+        limits: dict[str, Any] = {"nvidia.com/gpu": gpus}
+        if memory is not None:
+            limits["memory"] = memory
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"topoplace.io/policy": "inference"}},
+            "spec": {
+                "containers": [{"name": "c", "image": "vllm", "resources": {"limits": limits}}]
+            },
+        }
+        return mutate(pod, "ml-team", policies).pod
+
+    plan = plan_for(inference(1, "125Gi"), policies.get("inference"))
     assert index.fits_somewhere(plan)
     assert index.refusing_kubelets(plan) == ["a100"]
     warning = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
@@ -154,4 +159,9 @@ def test_the_admission_warning_names_matching_nodes_whose_kubelet_would_refuse(
     assert "the kubelet of 1 matching node (a100) would refuse this pod" in warning
     verdict = evaluate(plan, index.views()[1])
     assert not verdict.fits and verdict.check == "kubelet topology manager"
-    assert "memory 128Gi needs 2 NUMA nodes" in (verdict.reason or "")
+    assert "memory 125Gi needs 2 NUMA nodes" in (verdict.reason or "")
+    # 2 × 64Gi is more than any NUMA node has: the labels already keep the pod off the A100.
+    plan = plan_for(inference(2), policies.get("inference"))
+    assert index.refusing_kubelets(plan) == []
+    verdict = evaluate(plan, index.views()[1])
+    assert verdict.reason == "125 GiB memory per NUMA node; pod needs 128"
