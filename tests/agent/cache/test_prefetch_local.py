@@ -231,17 +231,20 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs: a real ENOSPC. Needs root (mount); skipped elsewhere."""
     mnt = tmp_path / "tiny"
     mnt.mkdir()
+    # libmount records mounts in /run/mount/utab: kept under tmp_path, nothing on the host.
+    env = {**os.environ, "LIBMOUNT_UTAB": str(tmp_path / "utab")}
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
         capture_output=True,
         check=False,
+        env=env,
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         yield mnt
     finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+        subprocess.run(["umount", str(mnt)], check=False, env=env)
 
 
 def test_disk_full_exits_6_and_leaves_no_partial_version(
