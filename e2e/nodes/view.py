@@ -15,6 +15,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.sources.cpu import discover as read_cpus
+from agent.sources.cpu import parse_cpulist
+
 __all__ = ["MachineView", "NodeSetupError", "write_view"]
 
 
@@ -30,16 +33,6 @@ class MachineView:
     cpus: int
     numa_nodes: tuple[int, ...]
     memory_kib: int  # the machine's: the tree's per-node meminfo, or what was given
-
-
-def _cpulist(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def _read(path: Path) -> str:
@@ -58,24 +51,18 @@ class _Cpu:
 
 def _cpus(system: Path) -> list[_Cpu]:
     cpus = []
-    for cpu in _cpulist(_read(system / "cpu" / "online")):
+    online = system / "cpu" / "online"
+    try:
+        listed = sorted(parse_cpulist(_read(online)))
+    except ValueError as exc:
+        raise NodeSetupError(f"{online}: {exc}") from None
+    for cpu in listed:
         topo = system / "cpu" / f"cpu{cpu}" / "topology"
         package = int(_read(topo / "physical_package_id"))
         cpus.append(_Cpu(cpu, package, int(_read(topo / "core_id"))))
     if not cpus:
         raise NodeSetupError(f"{system / 'cpu' / 'online'}: lists no CPU")
     return cpus
-
-
-def _numa(system: Path, cpus: list[_Cpu]) -> dict[int, list[int]]:
-    """NUMA node → CPUs; a kernel without NUMA directories still has node 0 with every CPU."""
-    base = system / "node"
-    nodes = {
-        int(d.name[4:]): _cpulist((d / "cpulist").read_text())
-        for d in sorted(base.glob("node[0-9]*"))
-        if (d / "cpulist").exists()
-    }
-    return nodes or {0: [c.id for c in cpus]}
 
 
 def _distance(a: int, b: int, package: dict[int, int]) -> int:
@@ -88,7 +75,10 @@ def write_view(sysfs: Path, memory_kib: int, out: Path) -> MachineView:
     """Write the view of the machine at `sysfs` with `memory_kib` installed under `out`."""
     source = sysfs / "devices" / "system"
     cpus = _cpus(source)  # first: a tree without CPU topology fails before anything is written
-    numa = _numa(source, cpus)
+    # NUMA nodes and their memory as the agent reads them (a kernel without NUMA directories
+    # still has node 0 with every CPU).
+    found = read_cpus(sysfs)
+    numa = {n: sorted(c) for n, c in found.numa_nodes.items()}
     system = out / "system"
     if out.exists():
         shutil.rmtree(out)
@@ -100,8 +90,9 @@ def write_view(sysfs: Path, memory_kib: int, out: Path) -> MachineView:
     node_dir.mkdir(exist_ok=True)
     for name in ("online", "possible", "has_cpu", "has_memory", "has_normal_memory"):
         (node_dir / name).write_text(",".join(map(str, nodes)) + "\n")
-    # A tree with the kernel's per-node meminfo says how much memory the machine has.
-    memory_kib = _tree_memory(node_dir, nodes) or memory_kib
+    # A tree with the kernel's meminfo for every node says how much memory the machine has.
+    if found.numa_memory_kib and set(found.numa_memory_kib) == set(nodes):
+        memory_kib = sum(found.numa_memory_kib.values())
     per_node = memory_kib // len(nodes)
     for n in nodes:
         d = node_dir / f"node{n}"
@@ -130,21 +121,6 @@ def write_view(sysfs: Path, memory_kib: int, out: Path) -> MachineView:
     meminfo = out / "meminfo"
     meminfo.write_text(_meminfo(memory_kib))
     return MachineView(system, cpuinfo, meminfo, len(cpus), tuple(nodes), memory_kib)
-
-
-def _tree_memory(node_dir: Path, nodes: list[int]) -> int | None:
-    """The sum of every node's `MemTotal` when the tree has them all, else None."""
-    total = 0
-    for n in nodes:
-        try:
-            text = (node_dir / f"node{n}" / "meminfo").read_text()
-        except OSError:
-            return None
-        found = [line.split()[3] for line in text.splitlines() if "MemTotal:" in line]
-        if not found or not found[0].isdigit():
-            return None
-        total += int(found[0])
-    return total
 
 
 def _cpuinfo(cpus: list[_Cpu]) -> str:
