@@ -11,12 +11,15 @@ from typing import Any
 import yaml
 
 from e2e import procs
+from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from e2e.topoplace.pods import container_of, pod_spec_of
 from tests.kube import parse_quantity
 
 REPO = Path(__file__).resolve().parents[2]
 WEBHOOK = str(Path(sys.executable).with_name("topoplace-webhook"))
+PLUGIN = str(Path(sys.executable).with_name("kubectl-topoplace"))
+AGENT_USER = "system:serviceaccount:topoplace-system:topoplace-agent"
 
 
 def serve_engine_flags(kubectl: Kubectl) -> list[str]:
@@ -162,3 +165,53 @@ def training_pod(
         "metadata": {"name": name, "labels": {"topoplace.io/policy": policy}},
         "spec": spec,
     }
+
+
+def explain(cluster: Cluster, obj: dict[str, Any], namespace: str, tmp: Path) -> dict[str, Any]:
+    """`kubectl topoplace explain --output json` as a user runs it (current context)."""
+    path = tmp / f"{obj['metadata']['name']}.yaml"
+    path.write_text(json.dumps(obj))
+    done = subprocess.run(
+        [
+            PLUGIN,
+            "explain",
+            f"--policies={REPO / 'policies'}",
+            f"--namespace={namespace}",
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--output=json",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode in (0, 1), done.stderr  # 0: some node fits, 1: none
+    result = json.loads(done.stdout)
+    assert (done.returncode == 0) == any(n["fits"] for n in result["nodes"])
+    return result
+
+
+def cluster_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "e2e.cluster", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def node_writes(cluster: Cluster, node: str) -> int:
+    """The agent's writes to `node` that reached the API server, from its audit log."""
+    count = 0
+    for line in Path(cluster.info["audit_log"]).read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef", {})
+        if (
+            ref.get("resource") == "nodes"
+            and ref.get("name") == node
+            and event["verb"] in ("patch", "update")
+            and event["user"]["username"] == AGENT_USER
+        ):
+            count += 1
+    return count

@@ -17,10 +17,9 @@ from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from e2e.topoplace.install import wait_agent_ready
-from tests.e2e.helpers import node_labels
+from tests.e2e.helpers import node_labels, node_writes
 
 AGENT = str(Path(sys.executable).with_name("topoplace-agent"))
-AGENT_USER = "system:serviceaccount:topoplace-system:topoplace-agent"
 
 
 def discover(paths: dict[str, Any]) -> dict[str, Any]:
@@ -47,22 +46,6 @@ def agent_kubectl(cluster: Cluster, node: str) -> Kubectl:
     return Kubectl(
         cluster.bin / "kubectl", cluster.state / "kubeconfigs" / f"agent-{node}.kubeconfig"
     )
-
-
-def node_writes(cluster: Cluster, node: str) -> int:
-    """The agent's writes to `node` that reached the API server, from its audit log."""
-    count = 0
-    for line in Path(cluster.info["audit_log"]).read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef", {})
-        if (
-            ref.get("resource") == "nodes"
-            and ref.get("name") == node
-            and event["verb"] in ("patch", "update")
-            and event["user"]["username"] == AGENT_USER
-        ):
-            count += 1
-    return count
 
 
 def test_labels_equal_discover_on_every_node(cluster: Cluster, kubectl: Kubectl) -> None:

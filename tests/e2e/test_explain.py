@@ -5,8 +5,6 @@ Pending, and `kubectl apply` shows the webhook's no-fit warning."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,33 +14,7 @@ import pytest
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-from tests.e2e.helpers import REPO, events, training_pod, wait_bound
-
-PLUGIN = str(Path(sys.executable).with_name("kubectl-topoplace"))
-
-
-def explain(cluster: Cluster, obj: dict[str, Any], namespace: str, tmp: Path) -> dict[str, Any]:
-    """`kubectl topoplace explain --output json` as a user runs it (current context)."""
-    path = tmp / f"{obj['metadata']['name']}.yaml"
-    path.write_text(json.dumps(obj))
-    done = subprocess.run(
-        [
-            PLUGIN,
-            "explain",
-            f"--policies={REPO / 'policies'}",
-            f"--namespace={namespace}",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "--output=json",
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode in (0, 1), done.stderr  # 0: some node fits, 1: none
-    result = json.loads(done.stdout)
-    assert (done.returncode == 0) == any(n["fits"] for n in result["nodes"])
-    return result
+from tests.e2e.helpers import events, explain, training_pod, wait_bound
 
 
 @pytest.mark.parametrize(

@@ -22,10 +22,8 @@ import pytest
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.agent.discovery import machines
-from tests.e2e.helpers import training_pod
+from tests.e2e.helpers import cluster_cli, explain, training_pod
 from tests.e2e.kubelet_truth import wait_admitted_or_refused
-from tests.e2e.test_explain import explain
-from tests.e2e.test_nodes import cluster_cli
 
 CONTAINER_SCOPE_NODE = "pcie-container-scope"
 GI = "Gi"

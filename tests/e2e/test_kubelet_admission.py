@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.sources.cpu import parse_cpulist
 from common.vocabulary import Label
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
@@ -183,7 +184,7 @@ def test_the_audit_is_the_kubelets_truth_on_every_gpu_node(
             for c in pod_resources(cluster, node, namespace, name).containers:
                 if not any(d.resource_name == "nvidia.com/gpu" for d in c.devices):
                     continue
-                checkpoint = set(cpulist(entries.get(uid, {}).get(c.name, "")))
+                checkpoint = set(parse_cpulist(entries.get(uid, {}).get(c.name, "")))
                 assert checkpoint == set(c.cpu_ids), (node, name, c.name)  # they agree
                 row = rows[(namespace, name, c.name)]
                 expected = expected_verdict(cluster, node, c, checkpoint)
@@ -193,11 +194,3 @@ def test_the_audit_is_the_kubelets_truth_on_every_gpu_node(
                     assert row["verdict"] == expected, row
                 judged += 1
     assert judged == len(gpu_nodes) + 1
-
-
-def cpulist(text: str) -> list[int]:
-    out: list[int] = []
-    for part in filter(None, text.split(",")):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out

@@ -16,11 +16,15 @@ from e2e.cluster import Cluster
 from e2e.kube import Kubectl, get_url
 from e2e.nodes.start import node_procs
 from tests.agent.discovery import machines
-from tests.e2e.helpers import events, training_pod, wait_bound
+from tests.e2e.helpers import (
+    cluster_cli,
+    events,
+    explain,
+    node_writes,
+    training_pod,
+    wait_bound,
+)
 from tests.e2e.kubelet_truth import audit, pod_resources, wait_admitted_or_refused
-from tests.e2e.test_agent import node_writes
-from tests.e2e.test_explain import explain
-from tests.e2e.test_nodes import cluster_cli
 
 
 def _conditions(kubectl: Kubectl, node: str) -> dict[str, str]:

@@ -6,8 +6,6 @@ contract says, bad input included."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from common.vocabulary import Label
@@ -16,8 +14,8 @@ from e2e.cluster import Cluster
 from e2e.kube import Kubectl, get_url
 from e2e.nodes.start import node_procs
 from tests.agent.discovery import machines
+from tests.e2e.helpers import cluster_cli
 
-REPO = Path(__file__).resolve().parents[2]
 POLICY_LABELS = {
     Label.CPU_MANAGER_POLICY: "cpuManagerPolicy",
     Label.TOPOLOGY_MANAGER_POLICY: "topologyManagerPolicy",
@@ -41,16 +39,6 @@ def configz(cluster: Cluster, node: str) -> dict:
         verify=False,  # the kubelet's self-signed serving certificate
     )
     return json.loads(body)["kubeletconfig"]
-
-
-def cluster_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "e2e.cluster", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 def test_each_node_is_registered_by_its_own_kubelet_with_the_machines_capacity(
