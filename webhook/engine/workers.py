@@ -14,6 +14,7 @@ __all__ = [
     "all_containers",
     "amount",
     "container_gpus",
+    "guaranteed_amounts",
     "is_sidecar",
     "numa_request",
     "pod_gpus",
@@ -80,7 +81,7 @@ def numa_request(spec: dict[str, Any]) -> NumaRequest:
     apps: list[tuple[bool, Decimal, Decimal]] = []
     for key, into in (("initContainers", inits), ("containers", apps)):
         for container in spec.get(key) or []:
-            found = _guaranteed_amounts(container)
+            found = guaranteed_amounts(container)
             if found is None:
                 return NumaRequest(0, 0)
             cpu, memory = found
@@ -91,7 +92,7 @@ def numa_request(spec: dict[str, Any]) -> NumaRequest:
     return NumaRequest(ceil_int(cpus), ceil_int(memory / _GIB))
 
 
-def _guaranteed_amounts(container: Any) -> tuple[Decimal, Decimal] | None:
+def guaranteed_amounts(container: Any) -> tuple[Decimal, Decimal] | None:
     """(cpu, memory bytes) when the container is Guaranteed: both limited, requests equal."""
     resources = container.get("resources") if isinstance(container, dict) else None
     if not isinstance(resources, dict):

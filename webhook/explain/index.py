@@ -10,7 +10,7 @@ same rules; tests hold the two equal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from webhook.explain.checks import Check, PodPlan
@@ -210,13 +210,19 @@ class NodeIndex:
         if check.kind != "topology":
             return self.mask(check)
         passing = 0
-        while candidates:
-            bit = candidates & -candidates
-            candidates ^= bit
-            view = self._views[bit.bit_length() - 1]
-            if view is not None and topology_failure(check, view, plan) is None:
+        for bit, view in self._views_in(candidates):
+            if topology_failure(check, view, plan) is None:
                 passing |= bit
         return passing
+
+    def _views_in(self, mask: int) -> Iterator[tuple[int, NodeView]]:
+        """(bit, view) of each node in `mask`."""
+        while mask:
+            bit = mask & -mask
+            mask ^= bit
+            view = self._views[bit.bit_length() - 1]
+            if view is not None:
+                yield bit, view
 
     def fits_somewhere(self, plan: PodPlan) -> bool:
         """Whether any node passes every check (the common case: no reasons gathered)."""
@@ -240,14 +246,7 @@ class NodeIndex:
         if last is None or not remaining:
             return []
         failing = remaining & ~self._passing(last, plan, remaining)
-        names = []
-        while failing:
-            bit = failing & -failing
-            failing ^= bit
-            view = self._views[bit.bit_length() - 1]
-            if view is not None:
-                names.append(view.name)
-        return sorted(names)
+        return sorted(view.name for _, view in self._views_in(failing))
 
     def assess(self, plan: PodPlan) -> Assessment:
         """How many nodes fit, and for the rest, their first failing check and its values."""

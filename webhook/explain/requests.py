@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from webhook.engine.workers import all_containers, guaranteed_amounts
 from webhook.policy.quantity import QuantityError, ceil_int, parse_quantity
 
 __all__ = [
@@ -126,17 +127,10 @@ def container_requests(spec: Mapping[str, Any]) -> tuple[Amounts, ...]:
 
 
 def guaranteed(spec: Mapping[str, Any]) -> bool:
-    """Guaranteed QoS: every container limits cpu and memory, with requests equal if set."""
-    for container in [*_list(spec, "initContainers"), *_list(spec, "containers")]:
-        resources = container.get("resources") if isinstance(container, dict) else None
-        if not isinstance(resources, dict):
-            return False
-        limits = _amounts(resources.get("limits"))
-        requests = _amounts(resources.get("requests"))
-        for name in ("cpu", "memory"):
-            if name not in limits or requests.get(name, limits[name]) != limits[name]:
-                return False
-    return True
+    """Guaranteed QoS, as the engine decides it: every container limits cpu and memory, with
+    requests equal if set."""
+    containers = all_containers(spec)  # type: ignore[arg-type]
+    return all(guaranteed_amounts(c) is not None for c in containers)
 
 
 def node_allocatable(status: Mapping[str, Any]) -> Amounts:
