@@ -26,7 +26,7 @@ def start_nodes(
     started_procs: dict[str, Any] = {}
     for index, node in enumerate(specs.NODES):
         started = start_node(cp, node, index=index, host_root=host_root)
-        out[node.name] = {**started.record, "index": index}
+        out[node.name] = started.record
         started_procs |= started.procs
     for name in out:
         wait_ready(cp, k, name, out[name]["devices"])

@@ -22,12 +22,12 @@ import yaml
 from common.vocabulary import Label
 from e2e import procs
 from e2e.nodes.specs import SimulatedNode, memory_kib
-from e2e.nodes.start import node_procs, start_node, stop_node, wait_ready
+from e2e.nodes.start import node_host, node_procs, start_node, stop_node, wait_ready
 from e2e.nodes.view import NodeSetupError
 from e2e.state import Cluster
 from e2e.topoplace.install import VENV_BIN, render, start_agents
 
-__all__ = ["add_parsers", "run"]
+__all__ = ["add_parsers", "audit_argv", "run"]
 
 CONTRACT_FIELDS = (
     "machine",
@@ -114,7 +114,7 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
     node = SimulatedNode(name, sysfs.name, args.memory, fields)
     index = 1 + max((rec.get("index", 0) for rec in cluster.nodes.values()), default=-1)
     t0 = time.monotonic()
-    host = host_root / f"n{index}"
+    host = node_host(host_root, index)
     try:
         started = start_node(cp, node, index=index, host_root=host_root, sysfs=sysfs)
     except NodeSetupError as exc:
@@ -124,7 +124,7 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
         stop_node(cluster.state, name, host)
         print(f"add-node {name} failed: {exc}", file=sys.stderr)
         return 1
-    record = {**started.record, "index": index}
+    record = started.record
     try:
         wait_ready(cp, cluster.kubectl, name, record["devices"])
         ours = start_agents(cp, cluster.kubectl, render(cluster.kubectl), {name: record}, print)
@@ -171,8 +171,12 @@ def _audit(cluster: Cluster, name: str, output: str) -> int:
     if name not in cluster.nodes:
         print(f"audit: no node {name} (see `nodes`)", file=sys.stderr)
         return 2
-    rec = cluster.nodes[name]
-    argv = [
+    return subprocess.run(audit_argv(cluster.nodes[name], output), check=False).returncode
+
+
+def audit_argv(rec: dict[str, Any], output: str) -> list[str]:
+    """`topoplace-agent audit` as the node's agent container would run it."""
+    return [
         str(VENV_BIN / "topoplace-agent"),
         "audit",
         f"--output={output}",
@@ -182,4 +186,3 @@ def _audit(cluster: Cluster, name: str, output: str) -> int:
         f"--kubelet-config-dir={rec['kubelet_config_dir']}",
         f"--pod-resources-socket={rec['pod_resources_socket']}",
     ]
-    return subprocess.run(argv, check=False).returncode

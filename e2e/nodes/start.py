@@ -19,7 +19,7 @@ from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.view import write_view
 from tests.agent.discovery import machines
 
-__all__ = ["NodeStarted", "node_procs", "start_node", "stop_node", "wait_ready"]
+__all__ = ["NodeStarted", "node_host", "node_procs", "start_node", "stop_node", "wait_ready"]
 
 RUNTIME = "e2e-node"
 
@@ -31,7 +31,6 @@ def node_procs(name: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class NodeStarted:
-    name: str
     record: dict[str, Any]  # what cluster.json keeps about the node
     procs: dict[str, dict[str, Any]]  # name → argv, env, cwd: to start them again
 
@@ -41,6 +40,12 @@ def _pod_ip_prefix(index: int) -> str:
     return f"127.{2 + index // 256}.{index % 256}"
 
 
+def node_host(host_root: Path, index: int) -> Path:
+    """The node's host directory: by index, not name, so that the unix socket paths below it
+    stay under 108 bytes."""
+    return host_root / f"n{index}"
+
+
 def start_node(
     cp: ControlPlane,
     node: SimulatedNode,
@@ -48,7 +53,6 @@ def start_node(
     index: int,
     host_root: Path,
     sysfs: Path | None = None,
-    config_file: dict[str, Any] | None = None,
 ) -> NodeStarted:
     """Lay out the node and start its runtime and kubelet; returns before it is Ready.
 
@@ -57,8 +61,7 @@ def start_node(
     node_dir = cp.state / "nodes" / node.name
     if sysfs is None:
         sysfs = machines.build(node.machine, node_dir / "sys")
-    # By index, not name: unix socket paths below it must stay under 108 bytes.
-    paths = kubelet.KubeletPaths(host_root / f"n{index}")
+    paths = kubelet.KubeletPaths(node_host(host_root, index))
     # The view first: a tree without CPU topology fails here, before anything runs.
     view = write_view(sysfs, memory_kib(node.memory), paths.host / "machine")
     datasets = node_dir / "datasets"
@@ -74,13 +77,12 @@ def start_node(
         key=key,
     )
     kubelet_port, healthz_port = procs.free_port(), procs.free_port()
-    fields = {**node.kubelet, **(config_file or {})}
     doc = kubelet.config(
         ca=cp.pki.ca,
         cri_socket=paths.cri_socket,
         port=kubelet_port,
         healthz_port=healthz_port,
-        fields=fields,
+        fields=node.kubelet,
     )
     kubelet.write_config(paths, doc, node.dropins)
     plugins = device_plugins(sysfs)
@@ -139,8 +141,9 @@ def start_node(
         "cpus": view.cpus,
         "numa_nodes": list(view.numa_nodes),
         "devices": {r["resource"]: len(r["devices"]) for r in plugins["resources"]},
+        "index": index,
     }
-    return NodeStarted(node.name, record, started)
+    return NodeStarted(record, started)
 
 
 def _ready(k: Kubectl, name: str, devices: dict[str, int]) -> bool:

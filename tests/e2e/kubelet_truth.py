@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,8 +14,7 @@ from agent.sources.podresources import PodResources, list_pod_resources
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-
-AGENT = str(Path(sys.executable).with_name("topoplace-agent"))
+from e2e.nodes.manage import audit_argv
 
 
 def pod_resources(cluster: Cluster, node: str, namespace: str, pod: str) -> PodResources:
@@ -43,21 +41,8 @@ def cpu_manager_state(cluster: Cluster, node: str) -> dict[str, Any]:
 
 def audit(cluster: Cluster, node: str) -> dict[tuple[str, str, str], dict[str, Any]]:
     """`topoplace-agent audit --output json` on `node`: (namespace, pod, container) → row."""
-    rec = cluster.nodes[node]
     done = subprocess.run(
-        [
-            AGENT,
-            "audit",
-            "--output=json",
-            "--no-nvml",
-            f"--sysfs-root={rec['sysfs']}",
-            f"--kubelet-config={rec['kubelet_config']}",
-            f"--kubelet-config-dir={rec['kubelet_config_dir']}",
-            f"--pod-resources-socket={rec['pod_resources_socket']}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        audit_argv(cluster.nodes[node], "json"), capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["containers"]
