@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from webhook.explain.checks import Check, PodPlan
-from webhook.explain.kubelet import topology_failure
+from webhook.explain.kubelet import topology_failure, topology_key
 from webhook.explain.nodes import NodeView
 from webhook.explain.reasons import has_agent_labels
 from webhook.explain.selectors import Requirement, Term, parse_int64
@@ -72,6 +72,8 @@ class NodeIndex:
         self._taints: dict[tuple[Taint, ...], int] = {}
         self._cordoned = 0
         self._unsized = 0  # nodes whose allocatable is not known: not held to requests
+        # topology_key -> nodes: nodes alike for the kubelet's topology admission
+        self._aligning: dict[tuple[object, ...], int] = {}
         self.generation = 0  # bumped by every change that can move a verdict
         for view in views:
             self.upsert(view)
@@ -123,6 +125,9 @@ class NodeIndex:
             if not self._alloc[resource]:
                 del self._alloc[resource]
         put(self._taints, view.taints, bit)
+        key = topology_key(view)
+        if key is not None:
+            put(self._aligning, key, bit)
         if add:
             self.all |= bit
             self._agent |= bit if has_agent_labels(view.labels) else 0
@@ -206,14 +211,17 @@ class NodeIndex:
 
     def _passing(self, check: Check, plan: PodPlan, candidates: int) -> int:
         """The nodes among `candidates` passing `check`. The kubelet's topology admission
-        depends on the whole pod, so it is judged node by node (on the few left by then)."""
+        depends on the whole pod: it is judged once per group of nodes alike for it (one
+        machine class and kubelet config), on one node of the group."""
         if check.kind != "topology":
             return self.mask(check)
-        passing = 0
-        for bit, view in self._views_in(candidates):
-            if topology_failure(check, view, plan) is None:
-                passing |= bit
-        return passing
+        failing = 0
+        for group in self._aligning.values():
+            if group & candidates:
+                _, view = next(self._views_in(group & candidates))
+                if topology_failure(check, view, plan) is not None:
+                    failing |= group
+        return candidates & ~failing
 
     def _views_in(self, mask: int) -> Iterator[tuple[int, NodeView]]:
         """(bit, view) of each node in `mask`."""
@@ -224,29 +232,37 @@ class NodeIndex:
             if view is not None:
                 yield bit, view
 
-    def fits_somewhere(self, plan: PodPlan) -> bool:
-        """Whether any node passes every check (the common case: no reasons gathered)."""
+    def _admitted(self, plan: PodPlan) -> tuple[int, int]:
+        """(nodes passing every check, nodes kube-scheduler would accept): the second also
+        holds those whose kubelet would refuse the pod. The kubelet check comes last, on
+        what the scheduler's checks left."""
         remaining = self.all
-        for check in plan.checks:
-            remaining &= self._passing(check, plan, remaining)
-            if not remaining:
-                return False
-        return True
-
-    def refusing_kubelets(self, plan: PodPlan) -> list[str]:
-        """Nodes kube-scheduler would bind the pod to whose kubelet would refuse it at
-        admission (the Topology Manager): the scheduler cannot tell them from the rest."""
-        remaining = self.all
-        last = None
+        kubelet = None
         for check in plan.checks:
             if check.kind == "topology":
-                last = check
-            else:
-                remaining &= self.mask(check)
-        if last is None or not remaining:
-            return []
-        failing = remaining & ~self._passing(last, plan, remaining)
-        return sorted(view.name for _, view in self._views_in(failing))
+                kubelet = check
+                continue
+            remaining &= self.mask(check)
+            if not remaining:
+                return 0, 0
+        if kubelet is None:
+            return remaining, remaining
+        return remaining & self._passing(kubelet, plan, remaining), remaining
+
+    def fit(self, plan: PodPlan) -> tuple[bool, list[str]]:
+        """Whether any node passes every check, and the nodes kube-scheduler would bind the
+        pod to whose kubelet would refuse it at admission (the Topology Manager): the
+        scheduler cannot tell those from the rest. One pass for the admission warning."""
+        admitted, schedulable = self._admitted(plan)
+        refusing = sorted(view.name for _, view in self._views_in(schedulable & ~admitted))
+        return bool(admitted), refusing
+
+    def fits_somewhere(self, plan: PodPlan) -> bool:
+        """Whether any node passes every check (the common case: no reasons gathered)."""
+        return bool(self._admitted(plan)[0])
+
+    def refusing_kubelets(self, plan: PodPlan) -> list[str]:
+        return self.fit(plan)[1]
 
     def assess(self, plan: PodPlan) -> Assessment:
         """How many nodes fit, and for the rest, their first failing check and its values."""

@@ -88,10 +88,12 @@ class NodeCache:
             return known[2]  # the pods of one Job are alike: judged once per node change
         plan = plan_for(pod, policy)
         warning = None
-        if len(index) and not index.fits_somewhere(plan):
-            warning = no_fit_warning(plan, index.assess(plan), len(index))
-        elif len(index):
-            warning = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
+        if len(index):
+            fits, refusing = index.fit(plan)
+            if not fits:
+                warning = no_fit_warning(plan, index.assess(plan), len(index))
+            else:
+                warning = kubelet_refusal_warning(plan, refusing)
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()
         self._answers[key] = (index, index.generation, warning)

@@ -165,3 +165,32 @@ def test_the_admission_warning_names_matching_nodes_whose_kubelet_would_refuse(
     assert index.refusing_kubelets(plan) == []
     verdict = evaluate(plan, index.views()[1])
     assert verdict.reason == "125 GiB memory per NUMA node; pod needs 128"
+
+
+def test_the_index_agrees_node_by_node_when_alike_nodes_are_judged_together(
+    tmp_path: Path,
+) -> None:
+    """The node cache judges the kubelet's admission once per group of alike nodes (same
+    machine, kubelet config and allocatable memory); every node's verdict stays its own."""
+    views = [
+        node("a100-a", "dgx-a100", "single-numa-node", "990Gi", tmp_path),
+        node("a100-b", "dgx-a100", "single-numa-node", "990Gi", tmp_path),
+        node("a100-big", "dgx-a100", "single-numa-node", "1990Gi", tmp_path),
+        node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path),
+    ]
+    index = NodeIndex(views)
+    limits = {"nvidia.com/gpu": 1, "cpu": "8", "memory": "125Gi"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+    }
+    plan = plan_for(pod, None)
+    refused = sorted(v.name for v in views if not evaluate(plan, v).fits)
+    assert refused == ["a100-a", "a100-b"]  # 125Gi fits a NUMA node only with 1990Gi
+    assert index.refusing_kubelets(plan) == refused
+    assert index.assess(plan).fitting == 2
+    index.remove("a100-big")
+    index.remove("h100")
+    assert not index.fits_somewhere(plan)
