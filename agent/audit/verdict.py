@@ -95,6 +95,10 @@ def _cpus_of(pod: PodResources, container: ContainerResources) -> tuple[frozense
     return frozenset(pod.cpu_ids) - others, True
 
 
+def _machine_order(h: Held) -> tuple[int, str, str]:
+    return (h.gpu_index if h.gpu_index is not None else 1 << 30, h.bdf or "", h.id)
+
+
 def audit_container(
     pod: PodResources,
     container: ContainerResources,
@@ -110,6 +114,8 @@ def audit_container(
         for device_id in d.device_ids
     ]
     held += [resolver.resolve_claim(c) for c in container.claims]
+    # The kubelet keeps device IDs in a set: report them in machine order, not its order.
+    held.sort(key=_machine_order)
     gpus = tuple(h for h in held if h.kind == "gpu")
     if not gpus:
         return None

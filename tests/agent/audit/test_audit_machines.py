@@ -77,6 +77,26 @@ def test_full_node_8_gpu_pod_on_dgx_h100_is_aligned(
     assert doc["counts"]["aligned"] == 1
 
 
+def test_devices_are_listed_in_machine_order_whatever_order_the_kubelet_keeps(
+    h100: tuple[Path, Path, dict[str, str]], kubelet: FakeKubelet, audit_json: Any
+) -> None:
+    # The kubelet keeps a container's device IDs in a set, so its order changes from one
+    # answer to the next (a restart shows it); the audit's must not.
+    root, proc, uuids = h100
+    order = [H100_GPUS[i] for i in (5, 1, 4, 0)]
+    nics = ["mlx5_9", "mlx5_0", "mlx5_6", "mlx5_10"]
+    kubelet.serve(pod("ml", "shuffled", container(
+        "trainer", devices("nvidia.com/gpu", [uuids[b] for b in order]), devices("rdma/ib", nics),
+        cpus=range(2, 18),
+    )))  # fmt: skip
+    rc, doc, err = audit_json(root, kubelet.socket, "--proc-root", str(proc))
+    assert rc == 0, err
+    entry = only(doc)
+    assert [g["index"] for g in entry["gpus"]] == [0, 1, 4, 5]
+    assert [g["pci"] for g in entry["gpus"]] == sorted(order)
+    assert [n["id"] for n in entry["nics"]] == ["mlx5_0", "mlx5_6", "mlx5_9", "mlx5_10"]
+
+
 def test_4_gpu_pod_with_cpus_on_the_other_socket_is_cpus_remote(
     h100: tuple[Path, Path, dict[str, str]], kubelet: FakeKubelet, audit_json: Any, tmp_path: Path
 ) -> None:
