@@ -1,7 +1,9 @@
 // Command e2e-node is the per-node stand-in that a real kubelet talks to in the
 // end-to-end cluster: its CRI container runtime and its device plugins, one
 // process per simulated node. Nothing here runs a real container; it only
-// reports what the kubelet needs to see to admit, start and account for pods.
+// reports what the kubelet needs to see to admit, start and account for pods,
+// except the containers of one image (--exec-image), Topoplace's own, which run
+// as host processes (hostexec.go).
 package main
 
 import (
@@ -24,7 +26,19 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 
+// stringsFlag is a flag that may be given more than once.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return fmt.Sprint(*s) }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "container-init" {
+		// The child of a host-run container: on success this never returns.
+		err := containerInit(os.Args[2])
+		fmt.Fprintf(os.Stderr, "e2e-node container-init: %v\n", err)
+		os.Exit(128)
+	}
 	if err := run(); err != nil {
 		log.Print(err)
 		if _, ok := err.(usageError); ok {
@@ -43,7 +57,15 @@ func run() error {
 		devicesFile = flag.String("devices", "", "JSON file of the devices to advertise through device plugins")
 		pluginDir   = flag.String("device-plugin-dir", "", "the kubelet's device-plugin directory, as seen from here")
 		imageSize   = flag.Uint64("image-size", 100<<20, "size in bytes reported for every image")
+		execImage   = flag.String("exec-image", "", "image whose containers run as host processes")
+		execPath    = flag.String("exec-path", "/usr/local/bin:/usr/bin:/bin", "PATH inside a host-run container")
+		execState   = flag.String("exec-state", "", "directory for host-run containers' roots")
+		apiServer   = flag.String("kubernetes-service", "", "host:port that stands for the kubernetes Service in host-run containers")
+		imageDirs   stringsFlag
+		hostPaths   stringsFlag
 	)
+	flag.Var(&imageDirs, "exec-image-dir", "host directory that is part of the image (repeatable)")
+	flag.Var(&hostPaths, "host-path", "KUBELET_PATH=HOST_PATH: where a path of the kubelet's mount namespace is on this host (repeatable)")
 	flag.Parse()
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 
@@ -94,7 +116,14 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	rt := newRuntime(ips, *imageSize, pods)
+	var hx *hostExec
+	if *execImage != "" {
+		if hx, err = newHostExec(*execImage, *execPath, *execState, *apiServer, imageDirs, hostPaths); err != nil {
+			return usageError{err}
+		}
+		defer hx.stopAll()
+	}
+	rt := newRuntime(ips, *imageSize, pods, hx)
 	socket, err := filepath.Abs(*criSocket)
 	if err != nil {
 		return usageError{fmt.Errorf("--cri-socket: %w", err)}

@@ -48,7 +48,7 @@ func TestRuntime(t *testing.T) {
 	}))
 	defer api.Close()
 	rt := newRuntime(must(newPodIPs("127.0.3"))(t), 1234,
-		newAPIPodLookup(must(kubernetes.NewForConfig(&rest.Config{Host: api.URL}))(t)))
+		newAPIPodLookup(must(kubernetes.NewForConfig(&rest.Config{Host: api.URL}))(t)), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	socket := filepath.Join(t.TempDir(), "cri.sock")

@@ -37,6 +37,11 @@ type runtime struct {
 	ips       *podIPs
 	imageSize uint64
 	pods      podLookup // nil: no kubeconfig, every container is a regular one
+	exec      *hostExec // nil: every container is simulated
+
+	// The kubelet's config of each container that runs for real, from create to start.
+	configsMu sync.Mutex
+	configs   map[string]*runtimeapi.ContainerConfig
 
 	// Held for writing from the fake's RunPodSandbox until the sandbox's
 	// address is recorded, so that no status read falls in between.
@@ -46,7 +51,7 @@ type runtime struct {
 	socket string
 }
 
-func newRuntime(ips *podIPs, imageSize uint64, pods podLookup) *runtime {
+func newRuntime(ips *podIPs, imageSize uint64, pods podLookup, hx *hostExec) *runtime {
 	f := fake.NewFakeRemoteRuntime()
 	// The fake only sets this in its own Start, which we do not use (we serve
 	// on our own gRPC server so that our overrides are what gets registered).
@@ -57,7 +62,10 @@ func newRuntime(ips *podIPs, imageSize uint64, pods podLookup) *runtime {
 	}}
 	f.RuntimeService.Unlock()
 	f.ImageService.SetFakeImageSize(imageSize)
-	return &runtime{RemoteRuntime: f, ips: ips, imageSize: imageSize, pods: pods}
+	return &runtime{
+		RemoteRuntime: f, ips: ips, imageSize: imageSize, pods: pods, exec: hx,
+		configs: map[string]*runtimeapi.ContainerConfig{},
+	}
 }
 
 // serve listens on socket (a stale file there is replaced) and serves the CRI
@@ -216,12 +224,17 @@ func (r *runtime) RemovePodSandbox(ctx context.Context, req *runtimeapi.RemovePo
 	if s, ok := rs.Sandboxes[id]; ok {
 		uid = s.GetMetadata().GetUid()
 	}
+	var gone []string
 	for cid, c := range rs.Containers {
 		if c.SandboxID == id {
 			delete(rs.Containers, cid)
+			gone = append(gone, cid)
 		}
 	}
 	rs.Unlock()
+	for _, cid := range gone {
+		r.forgetContainer(cid)
+	}
 	resp, err := r.RemoteRuntime.RemovePodSandbox(ctx, req)
 	if err != nil {
 		return nil, err
@@ -251,13 +264,38 @@ func (r *runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		// Not from a kubelet; still a path whose glob matches nothing.
 		logPath = filepath.Join(noLogDir, resp.ContainerId+".log")
 	}
+	real := r.exec.runs(req.GetConfig().GetImage().GetImage())
 	rs := r.RuntimeService
 	rs.Lock()
 	if c, ok := rs.Containers[resp.ContainerId]; ok {
 		c.LogPath = logPath
+		if real {
+			// The kubelet finds the termination message file among the mounts.
+			c.Mounts = req.GetConfig().GetMounts()
+		}
 	}
 	rs.Unlock()
+	if real {
+		r.configsMu.Lock()
+		r.configs[resp.ContainerId] = req.GetConfig()
+		r.configsMu.Unlock()
+	}
 	return resp, nil
+}
+
+// RemoveContainer ends a host-run container's process and removes its root.
+func (r *runtime) RemoveContainer(ctx context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
+	r.forgetContainer(req.ContainerId)
+	return r.RemoteRuntime.RemoveContainer(ctx, req)
+}
+
+func (r *runtime) forgetContainer(id string) {
+	r.configsMu.Lock()
+	delete(r.configs, id)
+	r.configsMu.Unlock()
+	if r.exec != nil {
+		r.exec.remove(id)
+	}
 }
 
 // StartContainer runs a container until StopContainer, except a
@@ -271,7 +309,17 @@ func (r *runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	if c, ok := rs.Containers[id]; ok {
 		labels = c.Labels
 	}
+	var logPath string
+	if c, ok := rs.Containers[id]; ok {
+		logPath = c.LogPath
+	}
 	rs.Unlock()
+	r.configsMu.Lock()
+	cfg := r.configs[id]
+	r.configsMu.Unlock()
+	if cfg != nil {
+		return r.startReal(ctx, req, cfg, logPath, labels)
+	}
 	// Asked before starting and without the fake's lock: it may be an API call.
 	init := r.isInitContainer(ctx, labels)
 
@@ -296,6 +344,44 @@ func (r *runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	return resp, nil
 }
 
+// startReal runs the container as a host process; its exit is the container's.
+func (r *runtime) startReal(ctx context.Context, req *runtimeapi.StartContainerRequest, cfg *runtimeapi.ContainerConfig, logPath string, labels map[string]string) (*runtimeapi.StartContainerResponse, error) {
+	id := req.ContainerId
+	resp, err := r.RemoteRuntime.StartContainer(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	rs := r.RuntimeService
+	exited := func(code int32, reason string) {
+		rs.Lock()
+		if c, ok := rs.Containers[id]; ok {
+			c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+			c.ExitCode = code
+			c.Reason = reason
+			c.FinishedAt = time.Now().UnixNano()
+		}
+		rs.Unlock()
+	}
+	if err := r.exec.start(id, logPath, cfg, exited); err != nil {
+		// As a runtime reports a container that could not start: exited 128, the reason said.
+		rs.Lock()
+		if c, ok := rs.Containers[id]; ok {
+			c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+			c.ExitCode = 128
+			c.Reason = "StartError"
+			c.Message = err.Error()
+			c.FinishedAt = time.Now().UnixNano()
+		}
+		rs.Unlock()
+		log.Printf("container %s of pod %s/%s failed to start: %v", labels[kubetypes.KubernetesContainerNameLabel],
+			labels[kubetypes.KubernetesPodNamespaceLabel], labels[kubetypes.KubernetesPodNameLabel], err)
+		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	log.Printf("container %s of pod %s/%s started as a host process", labels[kubetypes.KubernetesContainerNameLabel],
+		labels[kubetypes.KubernetesPodNamespaceLabel], labels[kubetypes.KubernetesPodNameLabel])
+	return resp, nil
+}
+
 func (r *runtime) isInitContainer(ctx context.Context, labels map[string]string) bool {
 	ns := labels[kubetypes.KubernetesPodNamespaceLabel]
 	name := labels[kubetypes.KubernetesPodNameLabel]
@@ -312,9 +398,27 @@ func (r *runtime) isInitContainer(ctx context.Context, labels map[string]string)
 }
 
 func (r *runtime) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	if r.exec != nil {
+		r.exec.stop(req.ContainerId, time.Duration(req.Timeout)*time.Second)
+	}
 	resp, err := r.RemoteRuntime.StopContainer(ctx, req)
 	if err == nil {
 		log.Printf("container %s stopped", req.ContainerId)
 	}
 	return resp, err
+}
+
+// ExecSync runs an exec probe's command in a host-run container for real; in a
+// simulated one it succeeds with no output, as the fake's does.
+func (r *runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if r.exec != nil {
+		out, errOut, code, ok, err := r.exec.execSync(ctx, req.ContainerId, req.Cmd, time.Duration(req.Timeout)*time.Second)
+		if ok {
+			if err != nil {
+				return nil, status.Error(codes.Unknown, err.Error())
+			}
+			return &runtimeapi.ExecSyncResponse{Stdout: out, Stderr: errOut, ExitCode: code}, nil
+		}
+	}
+	return r.RemoteRuntime.ExecSync(ctx, req)
 }

@@ -1,0 +1,323 @@
+package main
+
+// Containers of one image, Topoplace's own, run for real: as processes on this
+// host, each in a mount namespace of its own whose root is the image (host
+// directories, read-only) plus the mounts the kubelet asked for. The command,
+// args and env are the kubelet's, downward API and $(VAR) already resolved.
+// stdout and stderr go to the container's CRI log file, the exit code and the
+// termination message file back to the kubelet. Every other image stays
+// simulated.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// hostExec says which image runs for real and how this node's paths map.
+type hostExec struct {
+	image     string   // the image reference that runs as host processes
+	imageDirs []string // host directories the image is made of
+	path      string   // PATH inside the container
+	apiServer string   // host:port the in-cluster client dials for the kubernetes Service
+	state     string   // host directory for the containers' roots and specs
+	// The kubelet's view of a host path → where it lives on this host, longest first:
+	// the kubelet runs with the node's /var/lib, /var/log and machine bound over the host's.
+	pathMap []pathMapping
+	self    string // this binary, re-executed as the container's init
+
+	mu    sync.Mutex
+	procs map[string]*hostProcess // by container ID
+}
+
+type pathMapping struct{ kubelet, host string }
+
+type hostProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func newHostExec(image, path, state, apiServer string, imageDirs, hostPaths []string) (*hostExec, error) {
+	if state == "" || !filepath.IsAbs(state) {
+		return nil, fmt.Errorf("--exec-image needs an absolute --exec-state")
+	}
+	if _, _, ok := strings.Cut(apiServer, ":"); !ok {
+		return nil, fmt.Errorf("--exec-image needs --kubernetes-service HOST:PORT")
+	}
+	for _, d := range imageDirs {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("--exec-image-dir %q is not absolute", d)
+		}
+		if _, err := os.Lstat(d); err != nil {
+			return nil, fmt.Errorf("--exec-image-dir: %w", err)
+		}
+	}
+	pathMap, err := parsePathMap(hostPaths)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		return nil, err
+	}
+	return &hostExec{
+		image: image, imageDirs: imageDirs, path: path, apiServer: apiServer, state: state,
+		pathMap: pathMap, self: self, procs: map[string]*hostProcess{},
+	}, nil
+}
+
+func parsePathMap(flags []string) ([]pathMapping, error) {
+	var out []pathMapping
+	for _, f := range flags {
+		k, h, ok := strings.Cut(f, "=")
+		if !ok || !filepath.IsAbs(k) || !filepath.IsAbs(h) {
+			return nil, fmt.Errorf("--host-path %q: want KUBELET_PATH=HOST_PATH, both absolute", f)
+		}
+		out = append(out, pathMapping{filepath.Clean(k), filepath.Clean(h)})
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i].kubelet) > len(out[j].kubelet) })
+	return out, nil
+}
+
+// onHost is where a path of the kubelet's mount namespace lives on this host.
+func (h *hostExec) onHost(p string) string {
+	p = filepath.Clean(p)
+	for _, m := range h.pathMap {
+		if p == m.kubelet || strings.HasPrefix(p, m.kubelet+"/") {
+			return m.host + p[len(m.kubelet):]
+		}
+	}
+	return p
+}
+
+func (h *hostExec) runs(image string) bool { return h != nil && image == h.image }
+
+// specFor turns the kubelet's container config into the init's spec.
+func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) containerSpec {
+	env := []string{"PATH=" + h.path}
+	host, port, _ := strings.Cut(h.apiServer, ":")
+	for _, kv := range cfg.GetEnvs() {
+		switch kv.Key {
+		case "PATH":
+			continue // the image's own
+		case "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS":
+			// What kube-proxy would do for the kubernetes Service: its ClusterIP is never dialled.
+			continue
+		}
+		env = append(env, kv.Key+"="+string(kv.Value))
+	}
+	env = append(env, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port,
+		"KUBERNETES_SERVICE_PORT_HTTPS="+port)
+	mounts := make([]mount, 0, len(cfg.GetMounts()))
+	for _, m := range cfg.GetMounts() {
+		mounts = append(mounts, mount{Source: h.onHost(m.HostPath), Target: m.ContainerPath, ReadOnly: m.Readonly})
+	}
+	// Parents before what sits inside them.
+	sort.SliceStable(mounts, func(i, j int) bool {
+		return strings.Count(filepath.Clean(mounts[i].Target), "/") < strings.Count(filepath.Clean(mounts[j].Target), "/")
+	})
+	spec := containerSpec{
+		Rootfs:  filepath.Join(h.state, id, "rootfs"),
+		Image:   h.imageDirs,
+		Argv:    append(append([]string{}, cfg.GetCommand()...), cfg.GetArgs()...),
+		Env:     env,
+		WorkDir: cfg.GetWorkingDir(),
+		Mounts:  mounts,
+	}
+	sc := cfg.GetLinux().GetSecurityContext()
+	if u := sc.GetRunAsUser(); u != nil {
+		v := u.Value
+		spec.UID = &v
+	}
+	if g := sc.GetRunAsGroup(); g != nil {
+		v := g.Value
+		spec.GID = &v
+	}
+	spec.Groups = sc.GetSupplementalGroups()
+	spec.ReadOnlyRoot = sc.GetReadonlyRootfs()
+	return spec
+}
+
+// start runs the container; onExit is called once with its exit code and reason.
+func (h *hostExec) start(id, logPath string, cfg *runtimeapi.ContainerConfig, onExit func(code int32, reason string)) error {
+	spec := h.specFor(id, cfg)
+	if len(spec.Argv) == 0 {
+		return fmt.Errorf("container %s: the image has no default command; give one", id)
+	}
+	dir := filepath.Join(h.state, id)
+	if err := os.MkdirAll(spec.Rootfs, 0o755); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	specFile := filepath.Join(dir, "spec.json")
+	if err := os.WriteFile(specFile, raw, 0o600); err != nil {
+		return err
+	}
+	logFile, err := openLog(h.onHost(logPath))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(h.self, "container-init", specFile)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return err
+	}
+	p := &hostProcess{cmd: cmd, done: make(chan struct{})}
+	h.mu.Lock()
+	h.procs[id] = p
+	h.mu.Unlock()
+	w := &criLog{f: logFile}
+	var copies sync.WaitGroup
+	copies.Go(func() { w.copy("stdout", stdout) })
+	copies.Go(func() { w.copy("stderr", stderr) })
+	go func() {
+		copies.Wait()
+		err := cmd.Wait()
+		logFile.Close()
+		code, reason := int32(0), "Completed"
+		if err != nil {
+			code, reason = 1, "Error"
+			if ee, ok := err.(*exec.ExitError); ok {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					code = int32(128 + ws.Signal())
+				} else {
+					code = int32(ee.ExitCode())
+				}
+			}
+		}
+		log.Printf("container %s exited %d (%s)", id, code, reason)
+		onExit(code, reason)
+		close(p.done)
+	}()
+	log.Printf("container %s running as pid %d: %s", id, cmd.Process.Pid, strings.Join(spec.Argv, " "))
+	return nil
+}
+
+// stop sends SIGTERM, then SIGKILL after the grace period, and waits for the exit.
+func (h *hostExec) stop(id string, grace time.Duration) {
+	h.mu.Lock()
+	p := h.procs[id]
+	h.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// remove stops the container if it still runs and removes its root and spec.
+func (h *hostExec) remove(id string) {
+	h.stop(id, 0)
+	h.mu.Lock()
+	delete(h.procs, id)
+	h.mu.Unlock()
+	if err := os.RemoveAll(filepath.Join(h.state, id)); err != nil {
+		log.Printf("removing container %s: %v", id, err)
+	}
+}
+
+// stopAll ends every container at shutdown.
+func (h *hostExec) stopAll() {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.procs))
+	for id := range h.procs {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		h.remove(id)
+	}
+}
+
+func openLog(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+}
+
+// criLog writes the CRI logging format the kubelet reads for `kubectl logs`:
+// "<RFC3339Nano> <stream> <F|P> <line>".
+type criLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (l *criLog) copy(stream string, r io.Reader) {
+	br := bufio.NewReaderSize(r, 16<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			tag := "P" // a partial line: the buffer filled before its end
+			if line[len(line)-1] == '\n' {
+				tag, line = "F", line[:len(line)-1]
+			}
+			l.mu.Lock()
+			fmt.Fprintf(l.f, "%s %s %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), stream, tag, line)
+			l.mu.Unlock()
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
+	}
+}
+
+// execSync runs cmd inside a running host-run container (its mount namespace,
+// root and user), as an exec probe or `kubectl exec` would: ok false when the
+// container is not one of ours.
+func (h *hostExec) execSync(ctx context.Context, id string, argv []string, timeout time.Duration) (stdout, stderr []byte, code int32, ok bool, err error) {
+	h.mu.Lock()
+	p := h.procs[id]
+	h.mu.Unlock()
+	if p == nil {
+		return nil, nil, 0, false, nil
+	}
+	select {
+	case <-p.done:
+		return nil, nil, 0, true, fmt.Errorf("container %s is not running", id)
+	default:
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	pid := fmt.Sprint(p.cmd.Process.Pid)
+	// --root and --wd: the container's chroot; -S/-G follow the target's credentials.
+	args := append([]string{"--target", pid, "--mount", "--root", "--wd", "-S", "follow", "-G", "follow", "--"}, argv...)
+	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	runErr := cmd.Run()
+	if ee, isExit := runErr.(*exec.ExitError); isExit {
+		return []byte(out.String()), []byte(errOut.String()), int32(ee.ExitCode()), true, nil
+	}
+	return []byte(out.String()), []byte(errOut.String()), 0, true, runErr
+}
