@@ -57,8 +57,9 @@ build etcd "$here/go/etcd" . "-s -w"
 for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
   build "$cmd" "$here/go/kubernetes" "k8s.io/kubernetes/cmd/$cmd" "$k8s_ldflags"
 done
-# Ours changes with the repository: key it by its source, keep the name e2e-node a link.
-node_src=$(find "$here/go/kubernetes/node" -name '*.go' ! -name '*_test.go' | sort)
+# Ours changes with the repository: key it by its source (e2e/nodes/start.py computes the same
+# key to run its own checkout's build); the name e2e-node is a link to the latest build.
+node_src=$(find "$here/go/kubernetes/node" -name '*.go' ! -name '*_test.go' | LC_ALL=C sort)
 # shellcheck disable=SC2086
 node_key=$(cat "$here/go/kubernetes/go.mod" $node_src | sha256sum | cut -c1-12)
 build "e2e-node-$node_key" "$here/go/kubernetes" ./node "-s -w"

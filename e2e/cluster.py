@@ -32,31 +32,20 @@ from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
 from e2e.nodes import manage
 from e2e.nodes.fleet import host_paths, rss_mib, start_nodes
-from e2e.nodes.start import node_procs
+from e2e.nodes.start import node_procs, runtime_binary
 from e2e.state import Cluster, load, state_dir, tmpfs_dir
-from e2e.topoplace.install import (
-    REPO,
-    VENV_BIN,
-    install,
-    start_agents,
-    start_claim_templates,
-    start_webhook,
-)
+from e2e.topoplace.install import REPO, VENV_BIN, install, wait_running
 
 __all__ = ["Cluster", "load", "main", "state_dir"]
 
 # Stopped first to last: our processes before the control plane they talk to.
 STOP_ORDER_PREFIXES = (
-    "agent-",
-    "claim-templates",
-    "webhook-serve",
-    "webhook-certs",
-    "projector",
     "kubelet-",
     "runtime-",
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",
+    "service-proxy",
     "etcd",
 )
 
@@ -71,7 +60,7 @@ def bin_dir() -> Path:
     return Path(out.stdout.strip())
 
 
-REQUIRED_BINS = ("etcd", "kube-apiserver", "kubectl", "kubelet", "e2e-node")
+REQUIRED_BINS = ("etcd", "kube-apiserver", "kubectl", "kubelet")
 
 
 def _exports(info: dict[str, Any]) -> str:
@@ -111,6 +100,8 @@ def up(state: Path) -> int:
         down(state, quiet=True)
     bins = bin_dir()
     missing = [b for b in REQUIRED_BINS if not (bins / b).exists()]
+    if not runtime_binary(bins).exists():
+        missing.append(runtime_binary(bins).name)
     if missing:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1
@@ -122,10 +113,10 @@ def up(state: Path) -> int:
         cp = start_control_plane(state, bins, etcd_data, say)
         k = Kubectl(bins / "kubectl", cp.admin_kubeconfig)
         node_paths, ours = start_nodes(cp, k, tmpfs_dir(state) / "nodes", say)
-        objects = install(k, say)
-        ours |= start_webhook(cp, k, objects, say)
-        ours |= start_claim_templates(cp, k, objects, say)
-        ours |= start_agents(cp, k, objects, node_paths, say)
+        install(k, say)
+        running = wait_running(k, list(node_paths), say)
+        for node, url in running["agent_metrics"].items():
+            node_paths[node]["agent_metrics"] = url
     except Exception as exc:
         try:
             print(f"make cluster failed: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ __all__ = [
     "alive",
     "free_port",
     "log_tail",
+    "pid_file",
     "run_once",
     "running",
     "start",
@@ -40,7 +41,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _pid_file(state: Path, name: str) -> Path:
+def pid_file(state: Path, name: str) -> Path:
+    """Where the pid of the process `name` is kept (its kubelet's, for a node's runtime)."""
     return state / "pids" / f"{name}.pid"
 
 
@@ -98,10 +100,10 @@ def start(
     cwd: Path | None = None,
 ) -> int:
     """Start `argv` in its own session (it outlives `make cluster`), log to logs/<name>.log."""
-    _pid_file(state, name).parent.mkdir(parents=True, exist_ok=True)
+    pid_file(state, name).parent.mkdir(parents=True, exist_ok=True)
     with _logged(state, name, argv, env) as io:
         proc = subprocess.Popen(list(argv), cwd=cwd, start_new_session=True, **io)
-    _pid_file(state, name).write_text(f"{proc.pid}\n")
+    pid_file(state, name).write_text(f"{proc.pid}\n")
     return proc.pid
 
 
@@ -131,17 +133,17 @@ def running(state: Path) -> dict[str, int]:
 
 
 def check_alive(state: Path, name: str) -> None:
-    pid_file = _pid_file(state, name)
-    if not pid_file.exists() or not alive(int(pid_file.read_text())):
+    path = pid_file(state, name)
+    if not path.exists() or not alive(int(path.read_text())):
         raise ProcessDied(f"{name} is not running\n{log_tail(state, name)}")
 
 
 def stop(state: Path, name: str, *, timeout: float = 15.0) -> None:
     """SIGTERM the process group, SIGKILL what is left after `timeout`; forget the pid."""
-    pid_file = _pid_file(state, name)
-    if not pid_file.exists():
+    path = pid_file(state, name)
+    if not path.exists():
         return
-    pid = int(pid_file.read_text())
+    pid = int(path.read_text())
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
@@ -153,7 +155,7 @@ def stop(state: Path, name: str, *, timeout: float = 15.0) -> None:
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    pid_file.unlink()
+    path.unlink()
 
 
 def stop_all(state: Path, order: Sequence[str] = ()) -> list[str]:

@@ -4,6 +4,7 @@ kubelets join it (e2e/nodes)."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,40 @@ def _ready(url: str, pki: Pki, *, client: str | None = None, verify: bool = True
     )
 
 
+def _start_service_proxy(state: Path, kubeconfig: Path) -> Path:
+    """kube-proxy's stand-in (serviceproxy.py) and the API server's egress config that uses it."""
+    socket = state / "service-proxy.sock"
+    procs.start(
+        state,
+        "service-proxy",
+        [
+            sys.executable,
+            "-m",
+            "e2e.controlplane.serviceproxy",
+            f"--kubeconfig={kubeconfig}",
+            f"--socket={socket}",
+        ],
+    )
+    procs.wait_for(
+        socket.is_socket,
+        f"the service proxy on {socket}",
+        timeout=30,
+        watch=lambda: procs.check_alive(state, "service-proxy"),
+    )
+    config = state / "egress-selector.json"
+    connection = {"proxyProtocol": "HTTPConnect", "transport": {"uds": {"udsName": str(socket)}}}
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "apiserver.k8s.io/v1beta1",
+                "kind": "EgressSelectorConfiguration",
+                "egressSelections": [{"name": "cluster", "connection": connection}],
+            }
+        )
+    )
+    return config
+
+
 def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> ControlPlane:
     pki = make_pki(state / "pki")
     say("PKI generated (one CA, serving and client pairs, service-account key)")
@@ -115,6 +150,15 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
     audit_policy = state / "audit-policy.json"
     audit_policy.write_text(json.dumps(AUDIT_POLICY))
     server = f"https://127.0.0.1:{api_port}"
+    admin = write_kubeconfig(
+        state / "kubeconfigs" / "admin.kubeconfig",
+        server=server,
+        ca=pki.ca,
+        user="admin",
+        cert=pki.cert("admin"),
+        key=pki.key("admin"),
+    )
+    egress = _start_service_proxy(state, admin)
     procs.start(
         state,
         "kube-apiserver",
@@ -132,6 +176,8 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
             f"--service-account-key-file={pki.dir / 'service-account.pub'}",
             f"--service-account-signing-key-file={pki.key('service-account')}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Its calls into the cluster (webhook Services) go through kube-proxy's stand-in.
+            f"--egress-selector-config-file={egress}",
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,"
             "ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
@@ -153,14 +199,6 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
     say(f"kube-apiserver ready on {server}")
 
     kubeconfigs = state / "kubeconfigs"
-    admin = write_kubeconfig(
-        kubeconfigs / "admin.kubeconfig",
-        server=server,
-        ca=pki.ca,
-        user="admin",
-        cert=pki.cert("admin"),
-        key=pki.key("admin"),
-    )
     component = {
         name: write_kubeconfig(
             kubeconfigs / f"{name}.kubeconfig",

@@ -1,7 +1,8 @@
 """`python -m e2e.cluster nodes | add-node | remove-node`: the nodes of a running cluster.
 
 `add-node` takes a sysfs tree as `topoplace-agent discover` reads it and returns once the
-Node is Ready (its kubelet registered it) and labelled (its agent reconciled). A tree the
+Node is Ready (its kubelet registered it) and labelled (the agent pod its kubelet runs
+reconciled). A tree the
 kubelet cannot be shown (no CPU topology) is refused before anything starts, and a node that
 fails to come up is stopped and removed again: nothing is left behind either way.
 """
@@ -25,7 +26,7 @@ from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.start import node_host, node_procs, start_node, stop_node, wait_ready
 from e2e.nodes.view import NodeSetupError
 from e2e.state import Cluster
-from e2e.topoplace.install import VENV_BIN, render, start_agents
+from e2e.topoplace.install import VENV_BIN, wait_agents_ready
 
 __all__ = ["add_parsers", "audit_argv", "run"]
 
@@ -127,7 +128,8 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
     record = started.record
     try:
         wait_ready(cp, cluster.kubectl, name, record["devices"])
-        ours = start_agents(cp, cluster.kubectl, render(cluster.kubectl), {name: record}, print)
+        # The DaemonSet controller gives the new node its agent pod; its kubelet runs it.
+        record["agent_metrics"] = wait_agents_ready(cluster.kubectl, [name])[name]
         procs.wait_for(
             lambda: (
                 Label.CPU_SOCKETS
@@ -140,14 +142,13 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
         _stop(cluster, name, host)
         return 1
     cluster.nodes[name] = record
-    cluster.info["procs"] |= started.procs | ours
+    cluster.info["procs"] |= started.procs
     cluster.save()
     print(f"node {name} Ready and labelled in {time.monotonic() - t0:.1f}s")
     return 0
 
 
 def _stop(cluster: Cluster, name: str, host: Path) -> None:
-    procs.stop(cluster.state, f"agent-{name}")
     stop_node(cluster.state, name, host)
     cluster.kubectl.run("delete", "node", name, "--ignore-not-found", check=False)
 
@@ -158,7 +159,7 @@ def _remove(cluster: Cluster, name: str) -> int:
         return 2
     _stop(cluster, name, Path(cluster.nodes[name]["host_root"]))
     del cluster.nodes[name]
-    for proc in (f"agent-{name}", *node_procs(name)):
+    for proc in node_procs(name):
         cluster.info["procs"].pop(proc, None)
     cluster.save()
     print(f"node {name} stopped and deleted")

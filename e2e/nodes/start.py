@@ -3,8 +3,11 @@ kubelet; and wait until the kubelet has registered a Ready Node."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +21,30 @@ from e2e.nodes.devices import device_plugins
 from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.view import write_view
 from tests.agent.discovery import machines
+from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
 
 __all__ = ["NodeStarted", "node_host", "node_procs", "start_node", "stop_node", "wait_ready"]
 
-RUNTIME = "e2e-node"
+REPO = Path(__file__).resolve().parents[2]
+GO_MODULE = REPO / "e2e" / "go" / "kubernetes"
+
+
+def runtime_binary(bin_dir: Path) -> Path:
+    """This checkout's build of e2e-node, keyed by its source as e2e/build-bin.sh keys it:
+    the `e2e-node` link names whichever checkout built last."""
+    digest = hashlib.sha256((GO_MODULE / "go.mod").read_bytes())
+    sources = sorted(
+        str(p) for p in (GO_MODULE / "node").rglob("*.go") if not p.name.endswith("_test.go")
+    )
+    for source in sorted(sources, key=os.fsencode):
+        digest.update(Path(source).read_bytes())
+    return bin_dir / f"e2e-node-{digest.hexdigest()[:12]}"
+
+
+# Topoplace's image, which the runtime runs for real: this checkout and its virtualenv on the
+# host's system directories, read-only. Every other image stays simulated.
+IMAGE_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/usr", "/etc", sys.base_prefix, str(REPO))
+IMAGE_PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
 
 def node_procs(name: str) -> tuple[str, str]:
@@ -92,13 +115,25 @@ def start_node(
 
     kubelet_name, runtime_name = node_procs(node.name)
     runtime_argv = [
-        str(cp.bin / RUNTIME),
+        str(runtime_binary(cp.bin)),
         f"--node-name={node.name}",
         f"--cri-socket={paths.cri_socket}",
         f"--pod-ip-prefix={_pod_ip_prefix(index)}",
         f"--kubeconfig={kubeconfig}",
         f"--devices={devices}",
         f"--device-plugin-dir={paths.device_plugins}",
+        f"--exec-image={IMAGE}",
+        *(f"--exec-image-dir={d}" for d in IMAGE_DIRS if Path(d).exists()),
+        f"--exec-path={IMAGE_PATH}",
+        f"--exec-state={paths.host / 'containers'}",
+        f"--kubernetes-service={cp.server.removeprefix('https://')}",
+        # Containers start in the kubelet's mount namespace, where its volumes are mounted.
+        f"--kubelet-pid-file={procs.pid_file(cp.state, kubelet_name)}",
+        # Where the runtime finds the kubelet's /var/lib and /var/log (container logs).
+        f"--host-path=/var/lib={paths.var_lib}",
+        f"--host-path=/var/log={paths.var_log}",
+        # A hostPath of /sys is the machine's: its whole sysfs tree, as the agent reads it.
+        f"--volume-path=/sys={sysfs}",
     ]
     procs.start(cp.state, runtime_name, runtime_argv, cwd=paths.host)
     procs.wait_for(

@@ -106,7 +106,7 @@ def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> Non
 def _prefetch_container(dataset: Dataset, *, root: str, image: str) -> dict[str, Any]:
     amount = {"cpu": PREFETCH_CPU, "memory": PREFETCH_MEMORY}
     uid, gid = CACHE_OWNER
-    return {
+    container = {
         "name": prefetch_container_name(dataset),
         "image": image,
         "command": [
@@ -139,6 +139,11 @@ def _prefetch_container(dataset: Dataset, *, root: str, image: str) -> dict[str,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
+    if dataset.source_secret:
+        # Endpoint and credentials from a Secret in the pod's own namespace: nothing the pod's
+        # author could not mount already.
+        container["envFrom"] = [{"secretRef": {"name": dataset.source_secret}}]
+    return container
 
 
 def _insert_init(spec: dict[str, Any], prefetchers: list[dict[str, Any]]) -> list[dict[str, Any]]:

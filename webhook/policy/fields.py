@@ -31,6 +31,7 @@ __all__ = [
     "NamespaceGlob",
     "NonEmptyLabelValue",
     "Quantity",
+    "SecretName",
     "SourceUrl",
 ]
 
@@ -77,6 +78,17 @@ def _dns_label(value: str) -> str:
     if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a container name: lowercase alphanumerics and '-', at most 63"
+        )
+    return value
+
+
+def _secret_name(value: str) -> str:
+    # A DNS subdomain, as the API server checks a Secret's name.
+    labels = value.split(".")
+    if len(value) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in labels):
+        raise ValueError(
+            f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', "
+            "at most 253"
         )
     return value
 
@@ -161,3 +173,4 @@ LabelName = Annotated[str, AfterValidator(_label_name)]
 ExtendedResource = Annotated[str, AfterValidator(_extended_resource)]
 MountPath = Annotated[str, AfterValidator(_mount_path)]
 SourceUrl = Annotated[str, AfterValidator(_source_url)]
+SecretName = Annotated[str, AfterValidator(_secret_name)]

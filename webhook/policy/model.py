@@ -32,6 +32,7 @@ from webhook.policy.fields import (
     NamespaceGlob,
     NonEmptyLabelValue,
     Quantity,
+    SecretName,
     SourceUrl,
 )
 
@@ -146,6 +147,9 @@ class Dataset(_Model):
     """Preferred node affinity weight for nodes that hold this version."""
     prefetch: bool = True
     """Add the prefetch init container that downloads the version before workers start."""
+    source_secret: SecretName | None = None
+    """A Secret in the pod's namespace whose keys become the prefetch container's
+    environment: endpoint and credentials (AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, …)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -398,6 +398,15 @@ def test_dataset_volumes_prefetch_container_and_read_only_mount(run_mutate):
     assert "volumeMounts" not in by_name(spec["initContainers"], "user-init")
 
 
+def test_a_dataset_source_secret_becomes_the_prefetch_environment_only(run_mutate):
+    pod = make_pod(container(gpus=8))
+    mutated, _ = run_mutate(pod, datasets=[{**DATASET, "sourceSecret": "minio-ro"}])
+    spec = mutated["spec"]
+    (prefetch,) = spec["initContainers"]
+    assert prefetch["envFrom"] == [{"secretRef": {"name": "minio-ro"}}]
+    assert "envFrom" not in by_name(spec["containers"], "trainer")  # workers never see it
+
+
 def test_dataset_without_prefetch_only_mounts(run_mutate):
     pod = make_pod(container(gpus=1))
     mutated, _ = run_mutate(pod, datasets=[{**DATASET, "prefetch": False}])

@@ -71,6 +71,11 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
         "source",
     ),
     (
+        "dataset sourceSecret not a Secret name",
+        {"spec": {"datasets": [{**GOOD_DATASET, "sourceSecret": "Creds_RO"}]}},
+        "sourceSecret",
+    ),
+    (
         "dataset weight above 100",
         {"spec": {"datasets": [{**GOOD_DATASET, "preferWeight": 101}]}},
         "preferWeight",

@@ -35,9 +35,15 @@ type hostExec struct {
 	apiServer string   // host:port the in-cluster client dials for the kubernetes Service
 	state     string   // host directory for the containers' roots and specs
 	// The kubelet's view of a host path → where it lives on this host, longest first:
-	// the kubelet runs with the node's /var/lib, /var/log and machine bound over the host's.
+	// the kubelet runs with the node's /var/lib and /var/log bound over the host's. For
+	// the files the runtime itself writes (container logs).
 	pathMap []pathMapping
-	self    string // this binary, re-executed as the container's init
+	// hostPath volumes a node's machine supplies: /sys is the machine's sysfs tree.
+	volumeMap []pathMapping
+	// The kubelet's pid file: containers start in its mount namespace, where its volume
+	// mounts (the tmpfs of a projected token, say) are.
+	kubeletPidFile string
+	self           string // this binary, re-executed as the container's init
 
 	mu    sync.Mutex
 	procs map[string]*hostProcess // by container ID
@@ -50,7 +56,7 @@ type hostProcess struct {
 	done chan struct{}
 }
 
-func newHostExec(image, path, state, apiServer string, imageDirs, hostPaths []string) (*hostExec, error) {
+func newHostExec(image, path, state, apiServer, kubeletPidFile string, imageDirs, hostPaths, volumePaths []string) (*hostExec, error) {
 	if state == "" || !filepath.IsAbs(state) {
 		return nil, fmt.Errorf("--exec-image needs an absolute --exec-state")
 	}
@@ -65,7 +71,14 @@ func newHostExec(image, path, state, apiServer string, imageDirs, hostPaths []st
 			return nil, fmt.Errorf("--exec-image-dir: %w", err)
 		}
 	}
-	pathMap, err := parsePathMap(hostPaths)
+	if kubeletPidFile == "" {
+		return nil, fmt.Errorf("--exec-image needs --kubelet-pid-file")
+	}
+	pathMap, err := parsePathMap("--host-path", hostPaths)
+	if err != nil {
+		return nil, err
+	}
+	volumeMap, err := parsePathMap("--volume-path", volumePaths)
 	if err != nil {
 		return nil, err
 	}
@@ -78,16 +91,17 @@ func newHostExec(image, path, state, apiServer string, imageDirs, hostPaths []st
 	}
 	return &hostExec{
 		image: image, imageDirs: imageDirs, path: path, apiServer: apiServer, state: state,
-		pathMap: pathMap, self: self, procs: map[string]*hostProcess{},
+		pathMap: pathMap, volumeMap: volumeMap, kubeletPidFile: kubeletPidFile, self: self,
+		procs: map[string]*hostProcess{},
 	}, nil
 }
 
-func parsePathMap(flags []string) ([]pathMapping, error) {
+func parsePathMap(name string, flags []string) ([]pathMapping, error) {
 	var out []pathMapping
 	for _, f := range flags {
 		k, h, ok := strings.Cut(f, "=")
 		if !ok || !filepath.IsAbs(k) || !filepath.IsAbs(h) {
-			return nil, fmt.Errorf("--host-path %q: want KUBELET_PATH=HOST_PATH, both absolute", f)
+			return nil, fmt.Errorf("%s %q: want KUBELET_PATH=HOST_PATH, both absolute", name, f)
 		}
 		out = append(out, pathMapping{filepath.Clean(k), filepath.Clean(h)})
 	}
@@ -96,9 +110,11 @@ func parsePathMap(flags []string) ([]pathMapping, error) {
 }
 
 // onHost is where a path of the kubelet's mount namespace lives on this host.
-func (h *hostExec) onHost(p string) string {
+func (h *hostExec) onHost(p string) string { return remap(h.pathMap, p) }
+
+func remap(mappings []pathMapping, p string) string {
 	p = filepath.Clean(p)
-	for _, m := range h.pathMap {
+	for _, m := range mappings {
 		if p == m.kubelet || strings.HasPrefix(p, m.kubelet+"/") {
 			return m.host + p[len(m.kubelet):]
 		}
@@ -126,7 +142,7 @@ func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) container
 		"KUBERNETES_SERVICE_PORT_HTTPS="+port)
 	mounts := make([]mount, 0, len(cfg.GetMounts()))
 	for _, m := range cfg.GetMounts() {
-		mounts = append(mounts, mount{Source: h.onHost(m.HostPath), Target: m.ContainerPath, ReadOnly: m.Readonly})
+		mounts = append(mounts, mount{Source: remap(h.volumeMap, m.HostPath), Target: m.ContainerPath, ReadOnly: m.Readonly})
 	}
 	// Parents before what sits inside them.
 	sort.SliceStable(mounts, func(i, j int) bool {
@@ -150,6 +166,10 @@ func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) container
 		spec.GID = &v
 	}
 	spec.Groups = sc.GetSupplementalGroups()
+	if !hasEnv(env, "HOME") {
+		// As runc does: the user's home from the image's /etc/passwd, else /.
+		spec.Env = append(spec.Env, "HOME="+homeOf(spec.UID))
+	}
 	spec.ReadOnlyRoot = sc.GetReadonlyRootfs()
 	return spec
 }
@@ -176,8 +196,16 @@ func (h *hostExec) start(id, logPath string, cfg *runtimeapi.ContainerConfig, on
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(h.self, "container-init", specFile)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	kubelet, err := os.ReadFile(h.kubeletPidFile)
+	if err != nil {
+		logFile.Close()
+		return fmt.Errorf("the kubelet's pid: %w", err)
+	}
+	ns := fmt.Sprintf("/proc/%s/ns/mnt", strings.TrimSpace(string(kubelet)))
+	// Into the kubelet's mount namespace, then a private copy of it for the container.
+	cmd := exec.Command("nsenter", "--mount="+ns, "--", "unshare", "--mount", "--propagation", "private",
+		"--", h.self, "container-init", specFile)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -310,8 +338,12 @@ func (h *hostExec) execSync(ctx context.Context, id string, argv []string, timeo
 		defer cancel()
 	}
 	pid := fmt.Sprint(p.cmd.Process.Pid)
-	// --root and --wd: the container's chroot; -S/-G follow the target's credentials.
-	args := append([]string{"--target", pid, "--mount", "--root", "--wd", "-S", "follow", "-G", "follow", "--"}, argv...)
+	uid, gid, err := credentials(pid)
+	if err != nil {
+		return nil, nil, 0, true, err
+	}
+	// --root and --wd: the container's chroot; -S/-G: its user and group.
+	args := append([]string{"--target", pid, "--mount", "--root", "--wd", "-S", uid, "-G", gid, "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -320,4 +352,51 @@ func (h *hostExec) execSync(ctx context.Context, id string, argv []string, timeo
 		return []byte(out.String()), []byte(errOut.String()), int32(ee.ExitCode()), true, nil
 	}
 	return []byte(out.String()), []byte(errOut.String()), 0, true, runErr
+}
+
+func hasEnv(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func homeOf(uid *int64) string {
+	id := int64(0)
+	if uid != nil {
+		id = *uid
+	}
+	raw, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return "/"
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 6 && f[2] == fmt.Sprint(id) {
+			return f[5]
+		}
+	}
+	return "/"
+}
+
+// credentials are the real uid and gid of a process, from /proc.
+func credentials(pid string) (uid, gid string, err error) {
+	raw, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return "", "", err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "Uid:" {
+			uid = f[1]
+		} else if len(f) >= 2 && f[0] == "Gid:" {
+			gid = f[1]
+		}
+	}
+	if uid == "" || gid == "" {
+		return "", "", fmt.Errorf("no Uid/Gid in /proc/%s/status", pid)
+	}
+	return uid, gid, nil
 }

@@ -61,9 +61,12 @@ func run() error {
 		execPath    = flag.String("exec-path", "/usr/local/bin:/usr/bin:/bin", "PATH inside a host-run container")
 		execState   = flag.String("exec-state", "", "directory for host-run containers' roots")
 		apiServer   = flag.String("kubernetes-service", "", "host:port that stands for the kubernetes Service in host-run containers")
+		kubeletPid  = flag.String("kubelet-pid-file", "", "the kubelet's pid file: host-run containers start in its mount namespace")
 		imageDirs   stringsFlag
 		hostPaths   stringsFlag
+		volumePaths stringsFlag
 	)
+	flag.Var(&volumePaths, "volume-path", "KUBELET_PATH=PATH: what a hostPath volume of KUBELET_PATH mounts instead (repeatable)")
 	flag.Var(&imageDirs, "exec-image-dir", "host directory that is part of the image (repeatable)")
 	flag.Var(&hostPaths, "host-path", "KUBELET_PATH=HOST_PATH: where a path of the kubelet's mount namespace is on this host (repeatable)")
 	flag.Parse()
@@ -118,7 +121,7 @@ func run() error {
 
 	var hx *hostExec
 	if *execImage != "" {
-		if hx, err = newHostExec(*execImage, *execPath, *execState, *apiServer, imageDirs, hostPaths); err != nil {
+		if hx, err = newHostExec(*execImage, *execPath, *execState, *apiServer, *kubeletPid, imageDirs, hostPaths, volumePaths); err != nil {
 			return usageError{err}
 		}
 		defer hx.stopAll()
