@@ -44,6 +44,26 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GUARD_FILE = ".lock"
+# Lease entries are shared by the prefetchers (the cache owner) and the agent (the cache owner,
+# or root in its group for the placement audit): group-writable, and directories setgid so
+# that everything below stays in the cache owner's group (prepare-cache sets the top).
+_DIR_MODE = 0o2775
+_FILE_MODE = 0o664
+
+
+def _shared_dirs(leaf: Path) -> None:
+    """Create `leaf` and its missing parents, each group-writable and setgid."""
+    missing = []
+    path = leaf
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue  # another writer made it meanwhile; it set the mode
+        os.chmod(path, _DIR_MODE)  # mkdir's mode passes through the umask
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +84,11 @@ def _lease_name_ok(uid: str) -> bool:
 def guard(root: Path, name: str, version: str) -> Iterator[Path]:
     """Hold the version's guard (blocking; every holder keeps it for a few file operations)."""
     ldir = lease_dir(root, name, version)
-    ldir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(ldir / GUARD_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    _shared_dirs(ldir)
+    fd = os.open(ldir / GUARD_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
     try:
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, _FILE_MODE)  # ours: the umask may have taken the group's write
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield ldir
     finally:
@@ -77,7 +99,7 @@ def _write(ldir: Path, uid: str, writer: str) -> None:
     doc = {"pod_uid": uid, "writer": writer, "pid": os.getpid()}
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=ldir)
     try:
-        os.fchmod(fd, 0o644)
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump(doc, out)
         os.rename(tmp, ldir / uid)  # also refreshes the mtime `sweep` compares

@@ -5,6 +5,9 @@ nothing else). The kubelet creates hostPath directories root-owned 0755, but pre
 containers run as the image's non-root user; so the cache root and each dataset directory in
 it are handed to that user. Nothing below a dataset directory is touched: prefetchers made it.
 The lease directory is created here too: the agent container mounts it alone read-write.
+It is group-writable and setgid (2775): the agent may run as root for the placement audit
+(with every capability dropped, so as a plain user to these directories), in the cache
+owner's group, and its lease entries must stay writable by the prefetchers and vice versa.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ __all__ = ["add_arguments", "prepare_cache", "run"]
 log = logging.getLogger(__name__)
 
 _MODE = 0o755
+LEASE_MODE = 0o2775  # shared by the agent and the prefetchers through the group
 
 
 def _owner(text: str) -> tuple[int, int]:
@@ -49,10 +53,11 @@ def prepare_cache(root: Path, uid: int, gid: int) -> list[Path]:
     (root / LEASE_DIR).mkdir(exist_ok=True)  # the kubelet made it (DirectoryOrCreate) or we do
     changed = []
     for path in (root, *sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())):
+        mode = LEASE_MODE if path.name == LEASE_DIR else _MODE
         st = path.lstat()
-        if (st.st_uid, st.st_gid) != (uid, gid) or stat.S_IMODE(st.st_mode) != _MODE:
+        if (st.st_uid, st.st_gid) != (uid, gid) or stat.S_IMODE(st.st_mode) != mode:
             os.chown(path, uid, gid, follow_symlinks=False)
-            path.chmod(_MODE)
+            path.chmod(mode)
             changed.append(path)
     return changed
 

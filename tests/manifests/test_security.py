@@ -146,7 +146,8 @@ def test_the_root_audit_overlay_changes_only_the_agents_user() -> None:
     (agent,) = [c for n, spec in workloads(ROOT_AUDIT[0]) if n == ROOT_AUDIT[1]
                 for c in spec["containers"] if c["name"] == ROOT_AUDIT[2]]  # fmt: skip
     sc = dict(agent["securityContext"])
-    assert sc.pop("runAsUser") == 0 and sc.pop("runAsGroup") == 0
+    # Root, in the cache owner's group: the lease directory it shares is group-writable.
+    assert sc.pop("runAsUser") == 0 and sc.pop("runAsGroup") == 65532
     sc["runAsNonRoot"] = True
     (base_agent,) = [c for n, spec in workloads("") if n == ROOT_AUDIT[1]
                      for c in spec["containers"] if c["name"] == ROOT_AUDIT[2]]  # fmt: skip

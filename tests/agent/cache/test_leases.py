@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from agent.cache.evict import evict_version, make_room, scan_cache
 from agent.cache.lease import drop, lease_and_check, leases, sweep
@@ -180,3 +183,37 @@ def test_two_prefetchers_and_a_reader_racing_never_lose_a_byte(
     assert tree_digests(vdir) == digests(read)
     cached = {v.name for v in scan_cache(root)}
     assert {"read", "one", "two"} <= cached and "idle" not in cached
+
+
+def _lease_as(uid: int, gid: int, root: Path, pod: str) -> int:
+    """lease_and_check in a forked child running as uid:gid (no capabilities, the prefetch
+    CLI's umask), as a container would; its exit status."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            os.setgroups([gid])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.umask(0o022)
+            lease_and_check(root, "imagenet", "v1", pod, writer="t")
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_a_lease_made_by_one_user_of_the_cache_group_is_writable_by_another() -> None:
+    # The placement-audit agent runs as root in the cache owner's group with no capability;
+    # the prefetchers run as the cache owner. Either may create a version's lease directory
+    # first, and the other must still lease it (stand-ins: two plain users, one group).
+    from agent.cli.prepare_cache import prepare_cache
+
+    with tempfile.TemporaryDirectory() as scratch:  # pytest's tmp_path is 0700: not theirs
+        Path(scratch).chmod(0o755)
+        root = Path(scratch) / "cache"
+        prepare_cache(root, 65532, 65532)
+        assert _lease_as(65532, 65532, root, POD_A) == 0
+        assert _lease_as(4242, 65532, root, POD_B) == 0  # another user, the same group
+        assert {lease.pod_uid for lease in leases(root)} == {POD_A, POD_B}

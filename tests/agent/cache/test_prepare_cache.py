@@ -34,7 +34,8 @@ def test_root_and_dataset_dirs_change_owner_contents_do_not(tmp_path: Path) -> N
 
     assert set(changed) == {root, root / "imagenet", root / LEASE_DIR}
     assert _owner_mode(root) == (UID, GID, 0o755)
-    assert _owner_mode(root / LEASE_DIR) == (UID, GID, 0o755)  # the agent writes leases there
+    # The agent writes leases there, maybe as root in the owner's group: group-writable, setgid.
+    assert _owner_mode(root / LEASE_DIR) == (UID, GID, 0o2775)
     assert _owner_mode(root / "imagenet") == (UID, GID, 0o755)
     assert _owner_mode(version)[:2] == (0, 0)  # below a dataset dir belongs to prefetchers
     assert _owner_mode(data)[:2] == (0, 0)
