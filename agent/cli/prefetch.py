@@ -6,6 +6,7 @@ Only argparse and the standard library load for `--help`; fsspec and friends loa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -163,13 +164,27 @@ def run(args: argparse.Namespace) -> int:
         # Worker threads may sit in a network read; the interpreter would join them at exit.
         os._exit(int(exc.code or 143))
     except CacheWriteError as exc:
-        log.error("prefetch failed: %s", exc)
+        _failed(str(exc))
         return EXIT_CODES["disk_full" if exc.disk_full else "cache_write"]
     except (InvalidRequest, SourceError, IntegrityError) as exc:
         kind = next((k for cls, k in errors if isinstance(exc, cls)), None)
-        log.error("prefetch failed: %s", exc)
+        _failed(str(exc))
         return EXIT_CODES[kind] if kind else 1
     except OSError as exc:
-        log.error("prefetch failed: %s (cache root %s)", exc, os.fspath(args.cache_root))
+        _failed(f"{exc} (cache root {os.fspath(args.cache_root)})")
         return 1
     return 0
+
+
+# Where the kubelet reads a container's termination message (the Pod default). Only written
+# when the kubelet has put the file there: never created elsewhere.
+TERMINATION_LOG = Path("/dev/termination-log")
+
+
+def _failed(reason: str) -> None:
+    """Log the one-line reason, and give it to `kubectl describe` as the termination message."""
+    message = f"prefetch failed: {reason}"
+    log.error("%s", message)
+    if TERMINATION_LOG.is_file():
+        with contextlib.suppress(OSError):
+            TERMINATION_LOG.write_text(message.splitlines()[0][:4096] + "\n")

@@ -275,3 +275,25 @@ def test_help_does_not_load_fsspec(python: str, repo_root: Path) -> None:
         check=True,
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_failure_becomes_the_termination_message_where_the_kubelet_mounted_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from agent.cli import prefetch as cli
+
+    termination_log = tmp_path / "termination-log"  # what the kubelet mounts, empty
+    termination_log.write_text("")
+    monkeypatch.setattr(cli, "TERMINATION_LOG", termination_log)
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    source = (tmp_path / "not-there").as_uri()
+    args = parser.parse_args(
+        ["--dataset", "d", "--version", "v", "--source", source, "--cache-root", str(tmp_path)]
+    )
+    assert cli.run(args) == cli.EXIT_CODES["not_found"]
+    message = termination_log.read_text()
+    assert message.startswith("prefetch failed: ") and source in message
+    assert message.count("\n") == 1  # one line, for `kubectl get pod` and `describe`
