@@ -48,8 +48,13 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "benchmarks.bench_e2e",
         "run_e2e_bench",
     ),
+    "e2e-datasets": (
+        "Pod create to worker start with a dataset, on the real kubelets: cold and cached",
+        "benchmarks.bench_e2e_datasets",
+        "run_e2e_datasets_bench",
+    ),
 }
-NOT_BY_DEFAULT = {"e2e"}
+NOT_BY_DEFAULT = {"e2e", "e2e-datasets"}
 
 
 def _machine() -> str:

@@ -62,6 +62,10 @@ done
 node_src=$(find "$here/go/kubernetes/node" -name '*.go' ! -name '*_test.go' | LC_ALL=C sort)
 # shellcheck disable=SC2086
 node_key=$(cat "$here/go/kubernetes/go.mod" $node_src | sha256sum | cut -c1-12)
+if [ ! -x "$bin/e2e-node-$node_key" ]; then
+  stamp "e2e-node: go test ./node (its own unit tests, before a new build is used)"
+  (cd "$here/go/kubernetes" && go test ./node)
+fi
 build "e2e-node-$node_key" "$here/go/kubernetes" ./node "-s -w"
 ln -sfn "e2e-node-$node_key" "$bin/e2e-node"
 # The cert-manager overlay's CRDs, from the cert-manager Go module (its deploy/crds).

@@ -18,6 +18,7 @@ everything is.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e import procs
+from e2e.addons import objectstore
 from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
 from e2e.nodes import manage
@@ -45,6 +47,7 @@ STOP_ORDER_PREFIXES = (
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",
+    "object-store",
     "service-proxy",
     "etcd",
 )
@@ -111,6 +114,9 @@ def up(state: Path) -> int:
     etcd_data.mkdir(parents=True, exist_ok=True)
     try:
         cp = start_control_plane(state, bins, etcd_data, say)
+        store = objectstore.start(state, REPO / "policies")
+        cp = dataclasses.replace(cp, pod_env=cp.pod_env | objectstore.pod_env(store))
+        say(f"object store on {store}, holding the policies' s3:// datasets")
         k = Kubectl(bins / "kubectl", cp.admin_kubeconfig)
         node_paths, ours = start_nodes(cp, k, tmpfs_dir(state) / "nodes", say)
         install(k, say)
@@ -150,6 +156,7 @@ def _record(
         "ca": str(cp.pki.ca),
         "audit_log": str(cp.audit_log),
         "etcd_data": str(cp.etcd_data),
+        "pod_env": cp.pod_env,
         "nodes": node_paths,
         "procs": ours,
     }

@@ -67,6 +67,7 @@ class Cluster:
             self.info["server"],
             self.kubeconfig,
             Path(self.info["etcd_data"]),
+            self.info.get("pod_env", {}),
         )
 
     def save(self) -> None:

@@ -1,4 +1,5 @@
-"""What kube-proxy does for the API server here: Service ClusterIPs that lead to Ready pods.
+"""What kube-proxy and the pod network's egress do here: Service ClusterIPs that lead to Ready
+pods, and nothing that leaves 127.0.0.0/8.
 
 Nothing routes a ClusterIP on this host, and an EndpointSlice may not hold a loopback pod IP
 (127.2.x.y), so the API server's own endpoint routing cannot be used. Instead its egress to the
@@ -8,7 +9,11 @@ joined to a Ready pod that the Service selects, at the container port its target
 kube-proxy would pick one; a CONNECT to a loopback address is joined as it is; anything else is
 refused, so nothing here ever dials outside 127.0.0.0/8.
 
-    python -m e2e.controlplane.serviceproxy --kubeconfig K --socket PATH
+The same proxy listens on a loopback TCP port for the containers the e2e runtime runs: their
+HTTP(S)_PROXY. A container that reaches for the internet (an example policy's s3:// source on
+AWS) is refused there, with the reason, instead of dialling out.
+
+    python -m e2e.controlplane.serviceproxy --kubeconfig K --socket PATH --port N
 """
 
 from __future__ import annotations
@@ -71,7 +76,10 @@ class Proxy:
         self.turn = itertools.count()  # round robin over the Ready pods
 
     async def _targets(self, host: str, port: int) -> list[tuple[str, int]]:
-        address = ipaddress.ip_address(host)
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            raise LookupError(f"{host}:{port}: nothing outside 127.0.0.0/8 is reachable") from None
         if address.is_loopback:
             return [(host, port)]
         services = await self.core.list_service_for_all_namespaces()
@@ -133,7 +141,7 @@ async def _close(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
-async def run(kubeconfig: Path, socket: Path) -> None:
+async def run(kubeconfig: Path, socket: Path, port: int) -> None:
     from kubernetes_asyncio import client, config
 
     cfg = client.Configuration()
@@ -141,19 +149,21 @@ async def run(kubeconfig: Path, socket: Path) -> None:
     async with client.ApiClient(cfg) as api:
         proxy = Proxy(client.CoreV1Api(api))
         server = await asyncio.start_unix_server(proxy.handle, path=str(socket))
-        log.info("serving HTTP CONNECT on %s", socket)
-        async with server:
-            await server.serve_forever()
+        egress = await asyncio.start_server(proxy.handle, host="127.0.0.1", port=port)
+        log.info("serving HTTP CONNECT on %s and 127.0.0.1:%d", socket, port)
+        async with server, egress:
+            await asyncio.gather(server.serve_forever(), egress.serve_forever())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--socket", type=Path, required=True)
+    parser.add_argument("--port", type=int, required=True, help="loopback port for containers")
     args = parser.parse_args()
     args.socket.unlink(missing_ok=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(run(args.kubeconfig, args.socket))
+    asyncio.run(run(args.kubeconfig, args.socket, args.port))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e import procs
@@ -68,6 +68,9 @@ class ControlPlane:
     server: str
     admin_kubeconfig: Path
     etcd_data: Path
+    # Environment the e2e runtime gives every container of our image: the egress proxy, and
+    # the add-ons a pod would reach by name in a real cluster (the object store).
+    pod_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def audit_log(self) -> Path:
@@ -82,9 +85,11 @@ def _ready(url: str, pki: Pki, *, client: str | None = None, verify: bool = True
     )
 
 
-def _start_service_proxy(state: Path, kubeconfig: Path) -> Path:
-    """kube-proxy's stand-in (serviceproxy.py) and the API server's egress config that uses it."""
+def _start_service_proxy(state: Path, kubeconfig: Path) -> tuple[Path, dict[str, str]]:
+    """kube-proxy's stand-in (serviceproxy.py) and the API server's egress config that uses it;
+    the proxy environment of the pods."""
     socket = state / "service-proxy.sock"
+    port = procs.free_port()
     procs.start(
         state,
         "service-proxy",
@@ -94,6 +99,7 @@ def _start_service_proxy(state: Path, kubeconfig: Path) -> Path:
             "e2e.controlplane.serviceproxy",
             f"--kubeconfig={kubeconfig}",
             f"--socket={socket}",
+            f"--port={port}",
         ],
     )
     procs.wait_for(
@@ -113,7 +119,11 @@ def _start_service_proxy(state: Path, kubeconfig: Path) -> Path:
             }
         )
     )
-    return config
+    proxy = f"http://127.0.0.1:{port}"
+    # NO_PROXY: Python reads names and addresses, Rust clients also the CIDR.
+    no_proxy = "127.0.0.1,localhost,127.0.0.0/8"
+    env = {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "NO_PROXY": no_proxy}
+    return config, env
 
 
 def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> ControlPlane:
@@ -158,7 +168,7 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
         cert=pki.cert("admin"),
         key=pki.key("admin"),
     )
-    egress = _start_service_proxy(state, admin)
+    egress, pod_env = _start_service_proxy(state, admin)
     procs.start(
         state,
         "kube-apiserver",
@@ -258,4 +268,4 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
             watch=lambda name=name: procs.check_alive(state, name),
         )
         say(f"{name} healthy")
-    return ControlPlane(state, bin_dir, pki, server, admin, etcd_data)
+    return ControlPlane(state, bin_dir, pki, server, admin, etcd_data, pod_env)

@@ -134,6 +134,8 @@ def start_node(
         f"--host-path=/var/log={paths.var_log}",
         # A hostPath of /sys is the machine's: its whole sysfs tree, as the agent reads it.
         f"--volume-path=/sys={sysfs}",
+        # The pod network's egress proxy and the cluster's object store.
+        *(f"--env={k}={v}" for k, v in sorted(cp.pod_env.items())),
     ]
     procs.start(cp.state, runtime_name, runtime_argv, cwd=paths.host)
     procs.wait_for(

@@ -1,4 +1,2 @@
-"""Topoplace on the local cluster: the manifests applied (`install`), and its processes run
-as the manifests run them, beside the pods the kubelets run for them: a manifest container as
-a local command line (`pods`), the policies ConfigMap projected as a kubelet does
-(`projector`)."""
+"""Topoplace on the local cluster: the manifests applied and their pods, run by the nodes'
+kubelets, waited for (`install`)."""

@@ -2,7 +2,7 @@
 
 Every scenario is marked `e2e` (never part of `make test`); `make e2e` brings the cluster up,
 runs them, and takes it down. A failed scenario's report ends with the tails of the logs that
-matter: our processes, the scheduler and the API server.
+matter: our containers, the kubelets and runtimes, the scheduler and the API server.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import pytest
 from e2e import procs
 from e2e.cluster import Cluster, load
 from e2e.kube import Kubectl
+from e2e.topoplace.containers import log_tails
 
 REPO = Path(__file__).resolve().parents[2]
-_LOGS = ("webhook-serve", "webhook-certs", "projector", "kube-scheduler", "kube-apiserver")
-_NODE_LOGS = ("agent-", "kubelet-", "runtime-")
+_LOGS = ("service-proxy", "kube-scheduler", "kube-apiserver")
+_NODE_LOGS = ("kubelet-", "runtime-")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -39,14 +40,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if report.failed and "e2e" in item.keywords:
         try:
-            state = load().state
+            loaded = load()
         except FileNotFoundError:
             return
+        state = loaded.state
         per_node = sorted(
             p.stem for p in (state / "logs").glob("*.log") if p.stem.startswith(_NODE_LOGS)
         )
         names = [*_LOGS, *per_node]
         tails = [procs.log_tail(state, n, 12 if n in per_node else 25) for n in names]
+        tails += log_tails(loaded.nodes)  # Topoplace's own containers, as `kubectl logs`
         report.sections.append(("cluster logs", "\n\n".join(tails)))
 
 

@@ -12,8 +12,7 @@ import yaml
 
 from e2e import procs
 from e2e.cluster import Cluster
-from e2e.kube import Kubectl
-from e2e.topoplace.pods import container_of, pod_spec_of
+from e2e.kube import Kubectl, get_url
 from tests.kube import parse_quantity
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,9 +22,10 @@ AGENT_USER = "system:serviceaccount:topoplace-system:topoplace-agent"
 
 
 def serve_engine_flags(kubectl: Kubectl) -> list[str]:
-    """The engine flags the webhook Deployment passes to `serve`, for the offline `mutate`."""
-    objects = [d for d in yaml.safe_load_all(kubectl("kustomize", str(REPO / "manifests"))) if d]
-    serve = container_of(pod_spec_of(objects, "Deployment", "topoplace-webhook"), "serve")
+    """The engine flags the deployed webhook passes to `serve`, for the offline `mutate`."""
+    deployment = kubectl.json("get", "deployment", "topoplace-webhook", "-n", "topoplace-system")
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    serve = next(c for c in containers if c["name"] == "serve")
     engine = ("--dataset-cache-root=", "--prefetch-image=", "--on-missing-policy=")
     return [a for a in serve["args"] if a.startswith(engine)]
 
@@ -128,8 +128,10 @@ def node_labels(kubectl: Kubectl, node: str) -> dict[str, str]:
     return kubectl.json("get", "node", node)["metadata"].get("labels", {})
 
 
-def patch_policies(kubectl: Kubectl, data: dict[str, str | None]) -> None:
-    """Merge `data` into the policies ConfigMap as an operator would (None removes a file)."""
+def patch_policies(kubectl: Kubectl, data: dict[str, str | None], *, wait: bool = True) -> None:
+    """Merge `data` into the policies ConfigMap as an operator would (None removes a file);
+    with `wait`, return once every webhook replica serves as many policies as it now holds
+    (each replica's kubelet projects the edit on its own sync)."""
     kubectl(
         "patch",
         "configmap",
@@ -140,6 +142,33 @@ def patch_policies(kubectl: Kubectl, data: dict[str, str | None]) -> None:
         "-p",
         json.dumps({"data": data}),
     )
+    if not wait:
+        return
+    files = kubectl.json("get", "configmap", "topoplace-policies", "-n", "topoplace-system")
+    expected = sum(
+        1
+        for text in files["data"].values()
+        for doc in yaml.safe_load_all(text)
+        if doc and doc.get("kind") == "PlacementPolicy"
+    )
+
+    def served() -> bool:
+        pods = kubectl.json(
+            "get",
+            "pods",
+            "-n",
+            "topoplace-system",
+            "-l",
+            "app.kubernetes.io/name=topoplace-webhook",
+        )["items"]
+        ips = [p["status"]["podIP"] for p in pods if p["status"].get("podIP")]
+        return bool(ips) and all(
+            f"topoplace_webhook_policies_loaded {float(expected)}"
+            in get_url(f"http://{ip}:9102/metrics")
+            for ip in ips
+        )
+
+    procs.wait_for(served, f"every webhook replica serving {expected} policies", timeout=90)
 
 
 def training_pod(

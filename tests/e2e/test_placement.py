@@ -99,6 +99,16 @@ def test_a_pod_no_node_satisfies_stays_pending_and_the_scheduler_says_node_affin
 
 @pytest.fixture
 def imagenet_on(cluster: Cluster, kubectl: Kubectl) -> Iterator[Callable[[str], Path]]:
+    key = dataset_label("imagenet")
+    # Earlier pods of the policy had it prefetched for real on their nodes: start from a
+    # fleet where no node holds it, as if an operator had evicted it everywhere.
+    for record in cluster.nodes.values():
+        root = Path(record["datasets"])
+        cache_layout.marker_path(root, "imagenet", "2024-06").unlink(missing_ok=True)
+    for node in cluster.nodes:
+        procs.wait_for(
+            lambda node=node: key not in node_labels(kubectl, node), f"label {key} gone from {node}"
+        )
     written: list[tuple[str, Path]] = []
 
     def put(node: str) -> Path:
@@ -121,7 +131,6 @@ def imagenet_on(cluster: Cluster, kubectl: Kubectl) -> Iterator[Callable[[str], 
         return marker
 
     yield put
-    key = dataset_label("imagenet")
     for node, marker in written:
         marker.unlink()
         procs.wait_for(

@@ -37,14 +37,28 @@ def opted_in(name: str) -> dict[str, Any]:
     }
 
 
+def scale_webhook(kubectl: Kubectl, replicas: int) -> None:
+    kubectl(
+        "scale", "deployment/topoplace-webhook", "-n", "topoplace-system", f"--replicas={replicas}"
+    )
+    if replicas == 0:
+        selector = "app.kubernetes.io/name=topoplace-webhook"
+        procs.wait_for(  # gone, not only terminating: a terminating one still serves
+            lambda: (
+                not kubectl.json("get", "pods", "-n", "topoplace-system", "-l", selector)["items"]
+            ),
+            "every webhook pod stopped and gone",
+        )
+    else:
+        wait_webhook_ready(kubectl, replicas)
+
+
 @pytest.fixture
 def webhook_down(cluster: Cluster, kubectl: Kubectl) -> Iterator[None]:
-    cluster.stop("webhook-serve")
+    scale_webhook(kubectl, 0)
     yield
-    kubectl("apply", "-k", str(OVERLAYS / "base"))  # back to fail-open
-    if "webhook-serve" not in procs.running(cluster.state):
-        cluster.start("webhook-serve")
-    wait_webhook_ready(cluster)
+    kubectl("apply", "-k", str(OVERLAYS / "base"))  # back to fail-open, and to 2 replicas
+    wait_webhook_ready(kubectl, 2)
 
 
 def timeout_seconds(kubectl: Kubectl) -> int:
@@ -78,7 +92,6 @@ def test_fail_open_admits_unmutated_then_fail_closed_refuses_then_mutation_resum
     }
     create(plain, namespace)
 
-    cluster.start("webhook-serve")
-    wait_webhook_ready(cluster)
+    scale_webhook(kubectl, 2)
     back = json.loads(create(opted_in("after"), namespace).stdout)
     assert APPLIED_ANNOTATION in back["metadata"]["annotations"]

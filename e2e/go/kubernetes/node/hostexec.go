@@ -43,7 +43,10 @@ type hostExec struct {
 	// The kubelet's pid file: containers start in its mount namespace, where its volume
 	// mounts (the tmpfs of a projected token, say) are.
 	kubeletPidFile string
-	self           string // this binary, re-executed as the container's init
+	// KEY=VALUE every container gets unless the kubelet sets KEY: the pod network's egress
+	// proxy and the cluster's add-ons.
+	env  []string
+	self string // this binary, re-executed as the container's init
 
 	mu    sync.Mutex
 	procs map[string]*hostProcess // by container ID
@@ -56,7 +59,12 @@ type hostProcess struct {
 	done chan struct{}
 }
 
-func newHostExec(image, path, state, apiServer, kubeletPidFile string, imageDirs, hostPaths, volumePaths []string) (*hostExec, error) {
+func newHostExec(image, path, state, apiServer, kubeletPidFile string, imageDirs, hostPaths, volumePaths, env []string) (*hostExec, error) {
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("--env %q: want KEY=VALUE", kv)
+		}
+	}
 	if state == "" || !filepath.IsAbs(state) {
 		return nil, fmt.Errorf("--exec-image needs an absolute --exec-state")
 	}
@@ -91,7 +99,7 @@ func newHostExec(image, path, state, apiServer, kubeletPidFile string, imageDirs
 	}
 	return &hostExec{
 		image: image, imageDirs: imageDirs, path: path, apiServer: apiServer, state: state,
-		pathMap: pathMap, volumeMap: volumeMap, kubeletPidFile: kubeletPidFile, self: self,
+		pathMap: pathMap, volumeMap: volumeMap, kubeletPidFile: kubeletPidFile, env: env, self: self,
 		procs: map[string]*hostProcess{},
 	}, nil
 }
@@ -140,6 +148,11 @@ func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) container
 	}
 	env = append(env, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port,
 		"KUBERNETES_SERVICE_PORT_HTTPS="+port)
+	for _, kv := range h.env {
+		if key, _, _ := strings.Cut(kv, "="); !hasEnv(env, key) {
+			env = append(env, kv)
+		}
+	}
 	mounts := make([]mount, 0, len(cfg.GetMounts()))
 	for _, m := range cfg.GetMounts() {
 		mounts = append(mounts, mount{Source: remap(h.volumeMap, m.HostPath), Target: m.ContainerPath, ReadOnly: m.Readonly})
@@ -178,7 +191,12 @@ func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) container
 func (h *hostExec) start(id, logPath string, cfg *runtimeapi.ContainerConfig, onExit func(code int32, reason string)) error {
 	spec := h.specFor(id, cfg)
 	if len(spec.Argv) == 0 {
-		return fmt.Errorf("container %s: the image has no default command; give one", id)
+		return fmt.Errorf("the image has no default command: the container must give one")
+	}
+	// As runc refuses to start it: the command must exist in the image (whose directories
+	// are the host's, so the host's lookup is the image's).
+	if err := h.resolvable(spec.Argv[0]); err != nil {
+		return err
 	}
 	dir := filepath.Join(h.state, id)
 	if err := os.MkdirAll(spec.Rootfs, 0o755); err != nil {
@@ -241,6 +259,21 @@ func (h *hostExec) start(id, logPath string, cfg *runtimeapi.ContainerConfig, on
 	}()
 	log.Printf("container %s running as pid %d: %s", id, cmd.Process.Pid, strings.Join(spec.Argv, " "))
 	return nil
+}
+
+func (h *hostExec) resolvable(name string) error {
+	if strings.Contains(name, "/") {
+		if info, err := os.Stat(name); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			return fmt.Errorf("exec: %q: no such executable file in the image", name)
+		}
+		return nil
+	}
+	for _, dir := range filepath.SplitList(h.path) {
+		if info, err := os.Stat(filepath.Join(dir, name)); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("exec: %q: executable file not found in $PATH (%s)", name, h.path)
 }
 
 // stop sends SIGTERM, then SIGKILL after the grace period, and waits for the exit.

@@ -65,7 +65,9 @@ func run() error {
 		imageDirs   stringsFlag
 		hostPaths   stringsFlag
 		volumePaths stringsFlag
+		podEnv      stringsFlag
 	)
+	flag.Var(&podEnv, "env", "KEY=VALUE for every host-run container that the kubelet does not set (repeatable)")
 	flag.Var(&volumePaths, "volume-path", "KUBELET_PATH=PATH: what a hostPath volume of KUBELET_PATH mounts instead (repeatable)")
 	flag.Var(&imageDirs, "exec-image-dir", "host directory that is part of the image (repeatable)")
 	flag.Var(&hostPaths, "host-path", "KUBELET_PATH=HOST_PATH: where a path of the kubelet's mount namespace is on this host (repeatable)")
@@ -121,7 +123,7 @@ func run() error {
 
 	var hx *hostExec
 	if *execImage != "" {
-		if hx, err = newHostExec(*execImage, *execPath, *execState, *apiServer, *kubeletPid, imageDirs, hostPaths, volumePaths); err != nil {
+		if hx, err = newHostExec(*execImage, *execPath, *execState, *apiServer, *kubeletPid, imageDirs, hostPaths, volumePaths, podEnv); err != nil {
 			return usageError{err}
 		}
 		defer hx.stopAll()

@@ -1,0 +1,1 @@
+"""What a real cluster has beside Kubernetes and Topoplace, on 127.0.0.1: the object store."""

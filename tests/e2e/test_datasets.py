@@ -1,0 +1,208 @@
+"""Datasets end to end on the real kubelets: the prefetch init container the webhook injects
+runs Topoplace's image for real, against an S3-compatible server on 127.0.0.1; it fills the
+node's cache, the agent labels the node, the worker starts after it, the next pod goes to that
+node and finds the data there; a source that does not exist fails the pod with the prefetch's
+own reason and leaves nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from common.cache_layout import MARKER_FILE
+from common.vocabulary import DATASET_PREFIX
+from e2e import procs
+from e2e.cluster import Cluster
+from e2e.kube import Kubectl
+from tests.agent.cache.helpers import leftovers
+from tests.e2e.helpers import patch_policies
+from tests.s3server import FAKE_AWS, S3Server, running_s3
+from webhook.vocabulary import APPLIED_ANNOTATION
+
+NODE = "cpu-vm"  # holds no dataset at first: the first pod is pinned there
+POLICY = "e2e-datasets"
+FILES = {f"shard-{i:03d}.bin": secrets.token_bytes(2048 + i) for i in range(40)}
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with running_s3() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def dataset(s3: S3Server, kubectl: Kubectl) -> Iterator[dict[str, str]]:
+    """A dataset in a fresh bucket, and a policy that prefetches it (another for a source
+    that does not exist), installed through the policies ConfigMap."""
+    bucket = s3.new_bucket()
+    s3.put_tree(bucket, "mnist/v1/", FILES)
+    name = f"e2e-{secrets.token_hex(3)}"  # a new label per run: nothing cached before
+    policies = {
+        POLICY: policy(POLICY, name, f"s3://{bucket}/mnist/v1/"),
+        f"{POLICY}-missing": policy(f"{POLICY}-missing", f"{name}-x", f"s3://{bucket}/absent/"),
+    }
+    patch_policies(kubectl, {f"{k}.yaml": yaml.safe_dump(v) for k, v in policies.items()})
+    yield {"name": name, "bucket": bucket}
+    patch_policies(kubectl, {f"{k}.yaml": None for k in policies})
+
+
+def policy(name: str, dataset: str, source: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "topoplace.io/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaces": ["ml-*"],
+            "workers": ["trainer"],
+            "datasets": [
+                {
+                    "name": dataset,
+                    "version": "v1",
+                    "source": source,
+                    "mountPath": "/data/mnist",
+                    "preferWeight": 100,
+                    "sourceSecret": "e2e-s3",
+                }
+            ],
+        },
+    }
+
+
+def worker_pod(name: str, policy_name: str, *, pinned: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+            }
+        ],
+    }
+    if pinned:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": NODE}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"topoplace.io/policy": policy_name}},
+        "spec": spec,
+    }
+
+
+@pytest.fixture
+def s3_secret(kubectl: Kubectl, namespace: str, s3: S3Server) -> None:
+    """The policy's sourceSecret in the pod's namespace: the endpoint and keys."""
+    data = {**FAKE_AWS, "AWS_ENDPOINT_URL_S3": s3.endpoint, "AWS_ALLOW_HTTP": "true"}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "e2e-s3", "namespace": namespace},
+        "stringData": data,
+    }
+    kubectl.apply(secret)
+
+
+def create_mutated(
+    create: Callable[..., Any], obj: dict[str, Any], namespace: str
+) -> dict[str, Any]:
+    """Create the pod once the webhook serves its policy (the ConfigMap edit projected)."""
+    probe = json.loads(json.dumps(obj))
+    probe["metadata"]["name"] += "-probe"
+
+    def served() -> bool:
+        stored = json.loads(create(probe, namespace, "--dry-run=server").stdout)
+        return APPLIED_ANNOTATION in stored["metadata"].get("annotations", {})
+
+    procs.wait_for(served, "the webhook serving the dataset policies", timeout=60, interval=0.5)
+    return json.loads(create(obj, namespace).stdout)
+
+
+def phase(kubectl: Kubectl, namespace: str, name: str, want: str) -> dict[str, Any] | None:
+    pod = kubectl.json("get", "pod", name, "-n", namespace)
+    return pod if pod["status"].get("phase") == want else None
+
+
+def test_a_dataset_is_prefetched_by_the_init_container_then_found_by_the_next_pod(
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    create: Callable[..., Any],
+    s3: S3Server,
+    dataset: dict[str, str],
+    s3_secret: None,
+) -> None:
+    name, bucket = dataset["name"], dataset["bucket"]
+    cache = Path(cluster.nodes[NODE]["datasets"]) / name / "v1"
+    label = f"{DATASET_PREFIX}{name}"
+    before = len(s3.requests)
+
+    created = create_mutated(create, worker_pod("first", POLICY, pinned=True), namespace)
+    (init,) = created["spec"]["initContainers"]
+    assert init["command"][:2] == ["topoplace-agent", "prefetch"]
+    pod = procs.wait_for(
+        lambda: phase(kubectl, namespace, "first", "Running"),
+        "the first worker Running",
+        timeout=90,
+    )
+    assert pod["spec"]["nodeName"] == NODE
+    (prefetch,) = pod["status"]["initContainerStatuses"]
+    done = prefetch["state"]["terminated"]
+    assert (done["exitCode"], done["reason"]) == (0, "Completed")
+    (worker,) = pod["status"]["containerStatuses"]
+    # The worker started only after the prefetch had exited.
+    assert worker["state"]["running"]["startedAt"] >= done["finishedAt"]
+    assert (cache / MARKER_FILE).is_file()
+    assert {p.name: p.read_bytes() for p in cache.iterdir() if p.name in FILES} == FILES
+    assert len(s3.gets(bucket, "mnist/v1/", since=before)) == len(FILES)
+    procs.wait_for(
+        lambda: kubectl.json("get", "node", NODE)["metadata"]["labels"].get(label) == "v1",
+        f"the agent labelling {NODE} with {label}=v1",
+        timeout=30,
+        interval=0.2,
+    )
+
+    # The next pod, not pinned: the label draws it to that node, and the data is there.
+    hit_from = len(s3.requests)
+    create_mutated(create, worker_pod("second", POLICY, pinned=False), namespace)
+    pod = procs.wait_for(
+        lambda: phase(kubectl, namespace, "second", "Running"),
+        "the second worker Running",
+        timeout=90,
+    )
+    assert pod["spec"]["nodeName"] == NODE
+    (prefetch,) = pod["status"]["initContainerStatuses"]
+    assert prefetch["state"]["terminated"]["exitCode"] == 0
+    assert s3.gets(bucket, "mnist/v1/", since=hit_from) == []  # a cache hit: no data read
+
+
+def test_a_source_that_does_not_exist_fails_the_pod_with_the_prefetch_reason(
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    create: Callable[..., Any],
+    dataset: dict[str, str],
+    s3_secret: None,
+) -> None:
+    name = f"{dataset['name']}-x"
+    create_mutated(create, worker_pod("nowhere", f"{POLICY}-missing", pinned=True), namespace)
+    # restartPolicy Never: the failed init container fails the pod (Init:Error), no retry.
+    pod = procs.wait_for(
+        lambda: phase(kubectl, namespace, "nowhere", "Failed"),
+        "the pod failed by its prefetch init container",
+        timeout=90,
+    )
+    (status,) = pod["status"]["initContainerStatuses"]
+    done = status["state"]["terminated"]
+    assert (done["exitCode"], done["reason"]) == (3, "Error")  # not found
+    assert done["message"].startswith("prefetch failed: ") and "absent" in done["message"]
+    assert "state" not in pod["status"]["containerStatuses"][0] or (
+        "running" not in pod["status"]["containerStatuses"][0]["state"]
+    )  # the worker never started
+    dataset_dir = Path(cluster.nodes[NODE]["datasets"]) / name
+    assert leftovers(dataset_dir) == [] and not (dataset_dir / "v1").exists()
