@@ -44,6 +44,7 @@ __all__ = ["Cluster", "load", "main", "state_dir"]
 STOP_ORDER_PREFIXES = (
     "kubelet-",
     "runtime-",
+    "mountns-",
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",

@@ -19,7 +19,7 @@ from typing import Any
 
 from e2e.nodes.view import MachineView
 
-__all__ = ["KubeletPaths", "command", "config", "write_config"]
+__all__ = ["KubeletPaths", "command", "config", "namespace_command", "write_config"]
 
 # Where the kubelet sees things inside its namespace (kubeadm's layout).
 ROOT = Path("/var/lib/kubelet")
@@ -125,19 +125,13 @@ def write_config(paths: KubeletPaths, doc: dict[str, Any], dropins: dict[str, An
         (paths.config_dir / name).write_text(json.dumps(dropin, indent=2) + "\n")
 
 
-def command(
-    kubelet: Path,
-    paths: KubeletPaths,
-    view: MachineView,
-    datasets: Path,
-    *,
-    node: str,
-    kubeconfig: Path,
-    node_ip: str,
-    labels: dict[str, str],
+def namespace_command(
+    paths: KubeletPaths, view: MachineView, datasets: Path, *, ready: Path
 ) -> list[str]:
-    """`unshare` into a private mount namespace, bind the machine and the node's /var over
-    the host's, then exec the kubelet."""
+    """The node's mount namespace, held by a process of its own: `unshare` a private one, bind
+    the machine and the node's /var over the host's, write `ready`, then wait. The kubelet
+    enters it, and so do the containers the runtime runs, so the volumes the kubelet mounts
+    (the tmpfs of a token, of a Memory emptyDir) outlive a kubelet restart, as on a host."""
     binds = [
         (paths.var_lib, Path("/var/lib")),
         (paths.var_log, Path("/var/log")),
@@ -148,6 +142,25 @@ def command(
     ]
     for directory in (paths.var_lib, paths.var_log, paths.on_host(DATASETS)):
         directory.mkdir(parents=True, exist_ok=True)
+    # -n: no entry in /run/mount/utab, which is the host's /run
+    script = "set -e\n"
+    script += "".join(
+        f"mount -n --bind {shlex.quote(str(a))} {shlex.quote(str(b))}\n" for a, b in binds
+    )
+    script += f": > {shlex.quote(str(ready))}\nexec sleep infinity\n"
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
+
+
+def command(
+    kubelet: Path,
+    namespace_pid: int,
+    *,
+    node: str,
+    kubeconfig: Path,
+    node_ip: str,
+    labels: dict[str, str],
+) -> list[str]:
+    """The kubelet, in the node's mount namespace (held by `namespace_pid`)."""
     argv = [
         str(kubelet),
         f"--config={CONFIG}",
@@ -157,16 +170,10 @@ def command(
         f"--cert-dir={ROOT / 'pki'}",
         f"--hostname-override={node}",
         # A loopback node IP is refused ("nodeIP can't be loopback address", logged on each
-        # status update) and the Node gets no address; without it the kubelet would publish
-        # this host's own interface address, which nothing here may dial.
+        # status update) and the Node gets no address from the kubelet; without it the kubelet
+        # would publish this host's own interface address, which nothing here may dial.
         f"--node-ip={node_ip}",
         f"--node-labels={','.join(f'{k}={v}' for k, v in sorted(labels.items()))}",
         "--v=2",
     ]
-    # -n: no entry in /run/mount/utab, which is the host's /run
-    script = "set -e\n"
-    script += "".join(
-        f"mount -n --bind {shlex.quote(str(a))} {shlex.quote(str(b))}\n" for a, b in binds
-    )
-    script += "exec " + shlex.join(argv) + "\n"
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
+    return ["nsenter", f"--mount=/proc/{namespace_pid}/ns/mnt", "--", *argv]

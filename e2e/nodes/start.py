@@ -47,9 +47,10 @@ IMAGE_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/usr", "/etc", sys.base_prefix
 IMAGE_PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
 
-def node_procs(name: str) -> tuple[str, str]:
-    """The process names of a node, kubelet first: stop it before its runtime."""
-    return f"kubelet-{name}", f"runtime-{name}"
+def node_procs(name: str) -> tuple[str, str, str]:
+    """The process names of a node in stopping order: the kubelet, its runtime, and the
+    holder of the node's mount namespace."""
+    return f"kubelet-{name}", f"runtime-{name}", f"mountns-{name}"
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,17 @@ def start_node(
     devices.write_text(json.dumps(plugins, indent=2) + "\n")
     paths.device_plugins.mkdir(parents=True, exist_ok=True)
 
-    kubelet_name, runtime_name = node_procs(node.name)
+    kubelet_name, runtime_name, namespace_name = node_procs(node.name)
+    # The node's mount namespace first: the kubelet and the containers live in it.
+    ready = paths.host / "mount-namespace.ready"
+    ns_argv = kubelet.namespace_command(paths, view, datasets, ready=ready)
+    ns_pid = procs.start(cp.state, namespace_name, ns_argv, cwd=paths.host)
+    procs.wait_for(
+        ready.exists,
+        f"the mount namespace of {node.name}",
+        timeout=30,
+        watch=lambda: procs.check_alive(cp.state, namespace_name),
+    )
     runtime_argv = [
         str(runtime_binary(cp.bin)),
         f"--node-name={node.name}",
@@ -127,8 +138,8 @@ def start_node(
         f"--exec-path={IMAGE_PATH}",
         f"--exec-state={paths.host / 'containers'}",
         f"--kubernetes-service={cp.server.removeprefix('https://')}",
-        # Containers start in the kubelet's mount namespace, where its volumes are mounted.
-        f"--kubelet-pid-file={procs.pid_file(cp.state, kubelet_name)}",
+        # Containers start in the node's mount namespace, where the kubelet mounts volumes.
+        f"--mount-namespace-pid-file={procs.pid_file(cp.state, namespace_name)}",
         # Where the runtime finds the kubelet's /var/lib and /var/log (container logs).
         f"--host-path=/var/lib={paths.var_lib}",
         f"--host-path=/var/log={paths.var_log}",
@@ -146,9 +157,7 @@ def start_node(
     )
     argv = kubelet.command(
         cp.bin / "kubelet",
-        paths,
-        view,
-        datasets,
+        ns_pid,
         node=node.name,
         kubeconfig=kubeconfig,
         node_ip=f"127.0.1.{1 + index % 250}",
@@ -160,6 +169,7 @@ def start_node(
     env = {"LIBMOUNT_UTAB": str(paths.host / "utab")}
     procs.start(cp.state, kubelet_name, argv, env=env, cwd=paths.host)
     started = {
+        namespace_name: {"argv": ns_argv, "env": {}, "cwd": str(paths.host)},
         runtime_name: {"argv": runtime_argv, "env": {}, "cwd": str(paths.host)},
         kubelet_name: {"argv": argv, "env": env, "cwd": str(paths.host)},
     }
@@ -199,7 +209,7 @@ def _ready(k: Kubectl, name: str, devices: dict[str, int]) -> bool:
 def wait_ready(
     cp: ControlPlane, k: Kubectl, name: str, devices: dict[str, int], *, timeout: float = 90
 ) -> None:
-    kubelet_name, runtime_name = node_procs(name)
+    kubelet_name, runtime_name, _ = node_procs(name)
 
     def alive() -> None:
         procs.check_alive(cp.state, runtime_name)
@@ -211,6 +221,15 @@ def wait_ready(
         timeout=timeout,
         watch=alive,
     )
+    set_address(k, name)
+
+
+def set_address(k: Kubectl, name: str) -> None:
+    """What a cloud controller manager does: give the Node its address, here 127.0.0.1, so
+    the API server reaches its kubelet (`kubectl logs`) at the port the kubelet publishes.
+    The kubelet refuses a loopback --node-ip and so leaves the addresses alone."""
+    status = {"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}}
+    k("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(status))
 
 
 def stop_node(state: Path, name: str, host: Path | None) -> None:

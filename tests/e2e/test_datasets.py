@@ -2,7 +2,8 @@
 runs Topoplace's image for real, against an S3-compatible server on 127.0.0.1; it fills the
 node's cache, the agent labels the node, the worker starts after it, the next pod goes to that
 node and finds the data there; a source that does not exist fails the pod with the prefetch's
-own reason and leaves nothing half-written."""
+own reason and leaves nothing half-written; a version in use survives another prefetch's
+eviction and goes once its pod is gone."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from e2e.kube import Kubectl
 from tests.agent.cache.helpers import leftovers
 from tests.e2e.helpers import patch_policies
 from tests.s3server import FAKE_AWS, S3Server, running_s3
+from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 NODE = "cpu-vm"  # holds no dataset at first: the first pod is pinned there
@@ -206,3 +208,83 @@ def test_a_source_that_does_not_exist_fails_the_pod_with_the_prefetch_reason(
     )  # the worker never started
     dataset_dir = Path(cluster.nodes[NODE]["datasets"]) / name
     assert leftovers(dataset_dir) == [] and not (dataset_dir / "v1").exists()
+
+
+def evictor(name: str, dataset: str, bucket: str) -> dict[str, Any]:
+    """Another prefetch on the node, of another dataset, with a cache budget of one byte: it
+    evicts every version it may."""
+    root = "/var/lib/topoplace/datasets"
+    command = [
+        "topoplace-agent", "prefetch", "--dataset", dataset, "--version", "v1",
+        "--source", f"s3://{bucket}/other/v1/", "--max-cache-bytes", "1", "--cache-root", root,
+    ]  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "volumes": [
+                {
+                    "name": "cache",
+                    "hostPath": {"path": "/var/lib/topoplace/datasets", "type": "Directory"},
+                }
+            ],
+            "containers": [
+                {
+                    "name": "prefetch",
+                    "image": IMAGE,
+                    "command": command,
+                    "envFrom": [{"secretRef": {"name": "e2e-s3"}}],
+                    "securityContext": {"runAsUser": 65532, "runAsGroup": 65532},
+                    "volumeMounts": [{"name": "cache", "mountPath": "/var/lib/topoplace/datasets"}],
+                }
+            ],
+        },
+    }
+
+
+def test_a_version_in_use_is_never_evicted_and_goes_once_its_pod_is_gone(
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    create: Callable[..., Any],
+    s3: S3Server,
+    dataset: dict[str, str],
+    s3_secret: None,
+) -> None:
+    name, bucket = dataset["name"], dataset["bucket"]
+    s3.put_tree(bucket, "other/v1/", {"a.bin": b"a" * 4096})
+    version = Path(cluster.nodes[NODE]["datasets"]) / name / "v1"
+    label = f"{DATASET_PREFIX}{name}"
+    create_mutated(create, worker_pod("reader", POLICY, pinned=True), namespace)
+    procs.wait_for(
+        lambda: phase(kubectl, namespace, "reader", "Running"), "the reader Running", timeout=90
+    )
+    assert (version / MARKER_FILE).is_file()
+
+    create(evictor("evict-1", f"{name}-other", bucket), namespace)
+    procs.wait_for(
+        lambda: phase(kubectl, namespace, "evict-1", "Succeeded"), "the first evictor done"
+    )
+    assert (version / MARKER_FILE).is_file(), "a version in use was evicted"
+    assert kubectl.json("get", "node", NODE)["metadata"]["labels"].get(label) == "v1"
+
+    kubectl("delete", "pod", "reader", "-n", namespace, "--wait=true")
+    leases = Path(cluster.nodes[NODE]["datasets"]) / ".topoplace-leases" / name / "v1"
+    procs.wait_for(
+        lambda: not [p for p in leases.iterdir() if not p.name.startswith(".")],
+        "the agent dropping the reader's lease",
+        timeout=60,
+    )
+    create(evictor("evict-2", f"{name}-other2", bucket), namespace)
+    procs.wait_for(
+        lambda: phase(kubectl, namespace, "evict-2", "Succeeded"), "the second evictor done"
+    )
+    assert not (version / MARKER_FILE).exists(), "a version no pod uses was kept over budget"
+    procs.wait_for(
+        lambda: label not in kubectl.json("get", "node", NODE)["metadata"]["labels"],
+        f"the agent removing {label} from {NODE}",
+        timeout=30,
+    )

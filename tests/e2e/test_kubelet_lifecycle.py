@@ -44,7 +44,7 @@ def test_a_kubelet_restart_keeps_exclusive_cpus_and_the_agent_writes_nothing(
     before = pod_resources(cluster, node, namespace, "steady")
     audit_before = audit(cluster, node)[(namespace, "steady", "trainer")]
     writes = node_writes(cluster, node)
-    kubelet, _ = node_procs(node)
+    kubelet, *_ = node_procs(node)
     pid_before = procs.running(cluster.state)[kubelet]
 
     cluster.restart(kubelet)
@@ -88,7 +88,7 @@ def test_a_lost_kubelet_makes_its_node_not_ready_and_explain_says_so(
     )  # fmt: skip
     assert added.returncode == 0, added.stdout + added.stderr
     try:
-        kubelet, _ = node_procs(node)
+        kubelet, *_ = node_procs(node)
         procs.stop(cluster.state, kubelet)
         procs.wait_for(
             lambda: _conditions(kubectl, node)["Ready"] == "Unknown",

@@ -11,7 +11,7 @@ from typing import Any
 from e2e import procs
 from e2e.kube import Kubectl
 from e2e.topoplace.containers import kill_container, restart_count
-from e2e.topoplace.install import pods_of, wait_webhook_ready
+from e2e.topoplace.install import agent_pods, pods_of, wait_webhook_ready
 from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
 from webhook.vocabulary import APPLIED_ANNOTATION
 
@@ -89,3 +89,12 @@ def test_a_container_of_our_image_with_no_such_command_fails_saying_so(
     # The node and the cluster go on: an opted-in pod is still mutated.
     stored = json.loads(create(probe(), namespace, "--dry-run=server").stdout)
     assert APPLIED_ANNOTATION in stored["metadata"].get("annotations", {})
+
+
+def test_kubectl_logs_reads_a_container_log_through_its_kubelet(kubectl: Kubectl) -> None:
+    # The runtime writes stdout/stderr in the CRI log format; the API server reaches the
+    # kubelet at the Node's address (127.0.0.1) and the port the kubelet publishes.
+    pod = agent_pods(kubectl)["dgx-h100-a"]["metadata"]["name"]
+    out = kubectl("logs", "-n", NAMESPACE, pod, "-c", "agent")
+    assert "keeping node labels in sync" in out
+    assert "dgx-h100-a" in out

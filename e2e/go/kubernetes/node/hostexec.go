@@ -40,9 +40,10 @@ type hostExec struct {
 	pathMap []pathMapping
 	// hostPath volumes a node's machine supplies: /sys is the machine's sysfs tree.
 	volumeMap []pathMapping
-	// The kubelet's pid file: containers start in its mount namespace, where its volume
-	// mounts (the tmpfs of a projected token, say) are.
-	kubeletPidFile string
+	// The pid file of the process holding the node's mount namespace: the kubelet runs in
+	// it, and containers start in it, where the kubelet's volume mounts (the tmpfs of a
+	// projected token, say) are.
+	nsPidFile string
 	// KEY=VALUE every container gets unless the kubelet sets KEY: the pod network's egress
 	// proxy and the cluster's add-ons.
 	env  []string
@@ -59,7 +60,7 @@ type hostProcess struct {
 	done chan struct{}
 }
 
-func newHostExec(image, path, state, apiServer, kubeletPidFile string, imageDirs, hostPaths, volumePaths, env []string) (*hostExec, error) {
+func newHostExec(image, path, state, apiServer, nsPidFile string, imageDirs, hostPaths, volumePaths, env []string) (*hostExec, error) {
 	for _, kv := range env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, fmt.Errorf("--env %q: want KEY=VALUE", kv)
@@ -79,8 +80,8 @@ func newHostExec(image, path, state, apiServer, kubeletPidFile string, imageDirs
 			return nil, fmt.Errorf("--exec-image-dir: %w", err)
 		}
 	}
-	if kubeletPidFile == "" {
-		return nil, fmt.Errorf("--exec-image needs --kubelet-pid-file")
+	if nsPidFile == "" {
+		return nil, fmt.Errorf("--exec-image needs --mount-namespace-pid-file")
 	}
 	pathMap, err := parsePathMap("--host-path", hostPaths)
 	if err != nil {
@@ -99,7 +100,7 @@ func newHostExec(image, path, state, apiServer, kubeletPidFile string, imageDirs
 	}
 	return &hostExec{
 		image: image, imageDirs: imageDirs, path: path, apiServer: apiServer, state: state,
-		pathMap: pathMap, volumeMap: volumeMap, kubeletPidFile: kubeletPidFile, env: env, self: self,
+		pathMap: pathMap, volumeMap: volumeMap, nsPidFile: nsPidFile, env: env, self: self,
 		procs: map[string]*hostProcess{},
 	}, nil
 }
@@ -214,13 +215,13 @@ func (h *hostExec) start(id, logPath string, cfg *runtimeapi.ContainerConfig, on
 	if err != nil {
 		return err
 	}
-	kubelet, err := os.ReadFile(h.kubeletPidFile)
+	holder, err := os.ReadFile(h.nsPidFile)
 	if err != nil {
 		logFile.Close()
-		return fmt.Errorf("the kubelet's pid: %w", err)
+		return fmt.Errorf("the node's mount namespace: %w", err)
 	}
-	ns := fmt.Sprintf("/proc/%s/ns/mnt", strings.TrimSpace(string(kubelet)))
-	// Into the kubelet's mount namespace, then a private copy of it for the container.
+	ns := fmt.Sprintf("/proc/%s/ns/mnt", strings.TrimSpace(string(holder)))
+	// Into the node's mount namespace, then a private copy of it for the container.
 	cmd := exec.Command("nsenter", "--mount="+ns, "--", "unshare", "--mount", "--propagation", "private",
 		"--", h.self, "container-init", specFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -61,7 +61,7 @@ func run() error {
 		execPath    = flag.String("exec-path", "/usr/local/bin:/usr/bin:/bin", "PATH inside a host-run container")
 		execState   = flag.String("exec-state", "", "directory for host-run containers' roots")
 		apiServer   = flag.String("kubernetes-service", "", "host:port that stands for the kubernetes Service in host-run containers")
-		kubeletPid  = flag.String("kubelet-pid-file", "", "the kubelet's pid file: host-run containers start in its mount namespace")
+		nsPid       = flag.String("mount-namespace-pid-file", "", "pid file of the process holding the node's mount namespace, where the kubelet runs: host-run containers start in it")
 		imageDirs   stringsFlag
 		hostPaths   stringsFlag
 		volumePaths stringsFlag
@@ -123,7 +123,7 @@ func run() error {
 
 	var hx *hostExec
 	if *execImage != "" {
-		if hx, err = newHostExec(*execImage, *execPath, *execState, *apiServer, *kubeletPid, imageDirs, hostPaths, volumePaths, podEnv); err != nil {
+		if hx, err = newHostExec(*execImage, *execPath, *execState, *apiServer, *nsPid, imageDirs, hostPaths, volumePaths, podEnv); err != nil {
 			return usageError{err}
 		}
 		defer hx.stopAll()
