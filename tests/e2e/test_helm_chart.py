@@ -2,12 +2,12 @@
 values and each overlay's), refuses bad values at `helm install` naming the key, and a
 release installs, upgrades to fail-closed and uninstalls leaving nothing of its own.
 
-How a release fits this cluster: the webhook, agents and claim-template reconciler run as
-processes beside their kubelet-run pods (e2e/topoplace/install.py). `helm install
---take-ownership` adopts the objects `make cluster` applied, post-rendered through the same
-e2e components (`e2e.helm.postrender`), so the release's objects are the ones already there
-apart from Helm's labels: no pod restarts, and the webhook process keeps serving behind the
-same Service. After `helm uninstall`, the kustomize install and those processes are put back
+How a release fits this cluster: `make cluster` applies e2e/overlays/base, the base plus
+components. `helm install --take-ownership` adopts those objects: the manifests/components
+among them become their overlays' chart values (charts/topoplace/ci), and the e2e-only
+components post-render the chart (`e2e.helm.postrender`), so the release's objects are the
+ones already there apart from Helm's labels: no pod restarts, and the webhook keeps serving
+behind the same Service. After `helm uninstall`, the kustomize install is put back
 (e2e/helm/restore.py) for the scenarios that follow.
 """
 
@@ -35,8 +35,6 @@ from webhook.vocabulary import APPLIED_ANNOTATION
 NAMESPACE = "topoplace-system"
 RELEASE = "topoplace"
 E2E_OVERLAYS = REPO / "e2e" / "overlays"
-# What `make cluster` applies besides manifests/ (e2e/overlays/base), as chart values.
-CLUSTER_VALUES = ("--set=agent.kubeletConfig=kubeadm",)
 CLUSTER_SCOPED = (
     "clusterroles,clusterrolebindings,mutatingwebhookconfigurations,"
     "validatingadmissionpolicies,validatingadmissionpolicybindings"
@@ -58,16 +56,27 @@ def helm(cluster: Cluster) -> Helm:
     return Helm(binary, home, cluster.kubeconfig)
 
 
-def post_render(kubectl: Kubectl) -> list[str]:
-    """Helm flags that post-render through e2e/overlays' components, as `make cluster` does."""
-    argv = [
-        "-m",
-        "e2e.helm.postrender",
-        str(kubectl.binary),
-        str(E2E_OVERLAYS / "local-webhook"),
-        str(E2E_OVERLAYS / "beside-kubelet"),
+def as_cluster_has_it(kubectl: Kubectl) -> list[str]:
+    """Helm flags for what `make cluster` applied (e2e/overlays/base): the values of each
+    manifests/components entry (its overlay's), and a post-renderer for e2e's own."""
+    overlay = E2E_OVERLAYS / "base"
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    assert kustomization["resources"] == ["../../../manifests/base"], kustomization
+    values, post = [], []
+    for entry in kustomization.get("components", []):
+        component = (overlay / entry).resolve()
+        if component.parent == REPO / "manifests" / "components":
+            values.append(f"--values={overlay_values(component.name)}")
+        else:
+            post.append(str(component))
+    if not post:
+        return values
+    argv = ["-m", "e2e.helm.postrender", str(kubectl.binary), *post]
+    return [
+        *values,
+        f"--post-renderer={sys.executable}",
+        *(f"--post-renderer-args={a}" for a in argv),
     ]
-    return [f"--post-renderer={sys.executable}", *(f"--post-renderer-args={a}" for a in argv)]
 
 
 def objects(text: str) -> Rendering:
@@ -190,13 +199,13 @@ def test_install_adopts_upgrade_fails_closed_uninstall_leaves_nothing(
     release: None,
 ) -> None:
     # What the release will apply is what `make cluster` applied, apart from Helm's labels.
-    rendered = template(helm, *CLUSTER_VALUES, *post_render(kubectl))
+    rendered = template(helm, *as_cluster_has_it(kubectl))
     assert differences(kustomize(kubectl, E2E_OVERLAYS / "base"), rendered) == []
     pods_before = pod_uids(kubectl)
 
     helm(
         "install", RELEASE, str(CHART), f"--namespace={NAMESPACE}", "--take-ownership",
-        *CLUSTER_VALUES, *post_render(kubectl),
+        *as_cluster_has_it(kubectl),
     )  # fmt: skip
     manifest = objects(helm("get", "manifest", RELEASE, f"--namespace={NAMESPACE}"))
     assert len(manifest.objects) == len(rendered.objects)
@@ -213,7 +222,7 @@ def test_install_adopts_upgrade_fails_closed_uninstall_leaves_nothing(
     assert webhook_config(kubectl)["failurePolicy"] == "Ignore"
     helm(
         "upgrade", RELEASE, str(CHART), f"--namespace={NAMESPACE}", "--reuse-values",
-        "--set=webhook.failurePolicy=Fail", *post_render(kubectl),
+        "--set=webhook.failurePolicy=Fail", *as_cluster_has_it(kubectl),
     )  # fmt: skip
     config = webhook_config(kubectl)
     assert config["failurePolicy"] == "Fail"
