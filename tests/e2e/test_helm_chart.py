@@ -203,10 +203,14 @@ def test_install_adopts_upgrade_fails_closed_uninstall_leaves_nothing(
     assert differences(kustomize(kubectl, E2E_OVERLAYS / "base"), rendered) == []
     pods_before = pod_uids(kubectl)
 
-    helm(
+    notes = helm(
         "install", RELEASE, str(CHART), f"--namespace={NAMESPACE}", "--take-ownership",
         *as_cluster_has_it(kubectl),
     )  # fmt: skip
+    # NOTES.txt: how to opt a pod in and ask explain; no warning, the namespace is labelled.
+    assert "topoplace.io/policy: <policy-name>" in notes, notes
+    assert "kubectl topoplace explain pod.yaml" in notes, notes
+    assert "WARNING" not in notes, notes
     manifest = objects(helm("get", "manifest", RELEASE, f"--namespace={NAMESPACE}"))
     assert len(manifest.objects) == len(rendered.objects)
     for obj in manifest.objects:
