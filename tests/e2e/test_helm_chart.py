@@ -27,8 +27,8 @@ from e2e.cluster import Cluster
 from e2e.helm.restore import our_pods, reinstall
 from e2e.helm.run import CHART, Helm, helm_binary
 from e2e.kube import Kubectl
+from tests.chart.compare import differences
 from tests.e2e.helpers import REPO, training_pod
-from tests.manifests.chart import differences
 from tests.manifests.rendered import OVERLAYS, Rendering, overlay_values
 from webhook.vocabulary import APPLIED_ANNOTATION
 

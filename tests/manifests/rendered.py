@@ -39,7 +39,7 @@ MANIFESTS = REPO / "manifests"
 OVERLAYS = sorted(p.name for p in (MANIFESTS / "overlays").iterdir() if p.is_dir())
 NAMESPACE = "topoplace-system"
 # Every value that no overlay sets, set to something other than its default.
-ALL_VALUES = REPO / "tests" / "manifests" / "chart-values-all.yaml"
+ALL_VALUES = REPO / "tests" / "chart" / "values-all.yaml"
 # "chart" (default values), "chart/<overlay>" (that overlay's values), "chart/all-values".
 CHART_TARGETS = ["chart", *(f"chart/{o}" for o in OVERLAYS), "chart/all-values"]
 
