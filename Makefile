@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e bench-e2e
+.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e bench-e2e chart
 
 $(VENV)/.stamp-runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,11 +39,18 @@ bench: $(VENV)/.stamp-bench
 		{ echo "make bench needs wrk: install it with your package manager" >&2; exit 1; }; }
 	$(PY) -m benchmarks
 
+# The Helm chart's generated parts from their one source: copies of manifests/base's objects
+# and policies/*.yaml in charts/topoplace/files/, the policy schema in values.schema.json
+# (make test fails until this is run after changing them).
+chart: $(VENV)/.stamp-runtime
+	$(PY) charts/sync.py
+
 # The real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
 # kubectl), the kubelet and our node runtime, built from source with Go >= 1.26 into
-# ~/.cache/topoplace/e2e/<versions>/bin.
+# ~/.cache/topoplace/e2e/<versions>/bin; Helm into ~/.cache/topoplace/e2e/helm-<version>/bin.
 e2e-bin:
 	bash e2e/build-bin.sh
+	bash e2e/build-helm.sh
 
 # Start it on 127.0.0.1 with Topoplace installed and a real kubelet per simulated node;
 # leaves it running.

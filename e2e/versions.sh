@@ -7,3 +7,8 @@ e2e_bin_dir() {
 }
 # cert-manager's published CRDs (its Go module's deploy/crds), for the cert-manager overlay.
 CERT_MANAGER_VERSION=v1.21.2
+# Helm, for the chart's e2e checks (charts/topoplace): `go install` from the Go module proxy.
+HELM_VERSION=v3.22.0
+e2e_helm_dir() {
+  echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/helm-$HELM_VERSION/bin"
+}

@@ -7,15 +7,16 @@ from typing import Any
 import pytest
 
 from tests.kube import parse_quantity
-from tests.manifests.rendered import OVERLAYS, all_containers, render
+from tests.manifests.rendered import CHART_TARGETS, OVERLAYS, all_containers, render
 
-TARGETS = ["", *(f"overlays/{o}" for o in OVERLAYS)]
+# The kustomizations, and the Helm chart with each overlay's values (and every other value).
+TARGETS = ["", *(f"overlays/{o}" for o in OVERLAYS), *CHART_TARGETS]
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The single root step (agent DaemonSet): hands the dataset cache root to the prefetchers' user.
 ROOT_STEP = ("topoplace-agent", "prepare-cache")
 # The one overlay that runs a long-lived container as uid 0: the kubelet's PodResources
 # socket is root-only. Every other restriction still holds (checked below and on its own).
-ROOT_AUDIT = ("overlays/placement-audit", "topoplace-agent", "agent")
+ROOT_AUDIT = ("placement-audit", "topoplace-agent", "agent")
 # The one host path written outside the root step: the agent's dataset leases (pods on its
 # node that mount a cached version), a directory holding nothing else.
 LEASES = (
@@ -24,6 +25,11 @@ LEASES = (
     "dataset-leases",
     "/var/lib/topoplace/datasets/.topoplace-leases",
 )
+
+
+def overlay(target: str) -> str:
+    """The overlay a target renders: "overlays/x" and "chart/x" both render x."""
+    return target.rsplit("/", 1)[1] if "/" in target else ""
 
 
 def workloads(target: str) -> list[tuple[str, dict[str, Any]]]:
@@ -45,7 +51,7 @@ def test_every_container_is_non_root_read_only_and_unprivileged(target: str) -> 
             sc = c["securityContext"]
             if (name, c["name"]) == ROOT_STEP:
                 continue  # checked on its own below
-            if (target, name, c["name"]) == ROOT_AUDIT:
+            if (overlay(target), name, c["name"]) == ROOT_AUDIT:
                 assert sc["runAsUser"] == 0 and sc["runAsNonRoot"] is False, where
             else:
                 assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
@@ -122,7 +128,7 @@ def test_api_token_only_where_the_api_is_called(target: str) -> None:
             expected = ["claim-templates"]
         else:
             # certs renews the serving certificate; serve's node cache lists and watches nodes
-            expected = ["certs", "serve"] if target != "overlays/cert-manager" else ["serve"]
+            expected = ["certs", "serve"] if overlay(target) != "cert-manager" else ["serve"]
         assert holders == expected, f"{name}: token mounted in {holders}"
         for c in all_containers(spec):
             if c["name"] in holders:
@@ -142,8 +148,8 @@ def test_every_long_running_container_has_liveness_and_readiness_probes(target: 
 
 def test_the_root_audit_overlay_changes_only_the_agents_user() -> None:
     base = render()
-    audit = render(ROOT_AUDIT[0])
-    (agent,) = [c for n, spec in workloads(ROOT_AUDIT[0]) if n == ROOT_AUDIT[1]
+    audit = render(f"overlays/{ROOT_AUDIT[0]}")
+    (agent,) = [c for n, spec in workloads(f"overlays/{ROOT_AUDIT[0]}") if n == ROOT_AUDIT[1]
                 for c in spec["containers"] if c["name"] == ROOT_AUDIT[2]]  # fmt: skip
     sc = dict(agent["securityContext"])
     # Root, in the cache owner's group: the lease directory it shares is group-writable.
