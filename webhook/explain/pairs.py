@@ -19,11 +19,11 @@ from webhook.explain.checks import PodPlan
 from webhook.explain.numa import ALIGNING, min_nodes
 from webhook.explain.pairing import Pairing, ResourceNics
 from webhook.policy.model import PlacementPolicy
+from webhook.policy.notes import asks_pairs
 
-__all__ = ["OPTION", "PairsVerdict", "asks_pairs", "pairs_key", "pairs_verdict"]
+__all__ = ["OPTION", "PairsVerdict", "pairs_key", "pairs_verdict"]
 
 OPTION = "resources.rdma.wholeNumaNodes"
-_PAIRING_LINKS = ("PIX", "PXB")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,23 +34,15 @@ class PairsVerdict:
     path: str  # "device-plugin" or "DRA"
     facts: str
     remedy: str = ""  # what would make pairs hold ("" when they do, or nothing would)
+    numa_aligned: bool = False  # the kubelet puts the NICs on the GPUs' NUMA nodes, no nearer
 
     @property
     def text(self) -> str:
         if self.guaranteed:
             return f"{self.path} path: {self.facts}"
-        aligned = "NICs are NUMA-aligned only; " if self.path == "device-plugin" else ""
+        aligned = "NICs are NUMA-aligned only; " if self.numa_aligned else ""
         tail = f"; {self.remedy}" if self.remedy else ""
         return f"{self.path} path: {aligned}{self.facts}{tail}"
-
-
-def asks_pairs(policy: PlacementPolicy) -> bool:
-    """gpuNicPairs; or a gpuNicLink of PIX/PXB for NICs the pod requests (resources.rdma), which
-    only a GPU's partner NIC can meet. A link alone is a node property: the pod may reach its
-    NICs some other way (host network, a shared RDMA device)."""
-    placement = policy.spec.placement
-    link = placement.gpu_nic_link in _PAIRING_LINKS and policy.spec.resources.rdma is not None
-    return placement.gpu_nic_pairs or link
 
 
 def pairs_verdict(
@@ -98,7 +90,7 @@ def pairs_verdict(
             continue
         facts, ok = judged
         if not ok:
-            return PairsVerdict(False, "device-plugin", facts, remedy)
+            return PairsVerdict(False, "device-plugin", facts, remedy, numa_aligned=True)
         held.append(facts)
     if not held:
         return None  # the GPUs do not fit the node at all: other checks say so

@@ -80,14 +80,14 @@ def _yes(flag: bool) -> str:
 
 
 def _pairs_lines(explanation: Explanation) -> list[str]:
-    """Why GPU↔NIC pairs are not guaranteed, once per distinct reason, fitting nodes first."""
+    """Why GPU↔NIC pairs are not guaranteed where the pod fits, once per distinct reason."""
     grouped: dict[str, list[str]] = {}
     for v in explanation.nodes:
-        if v.pairs is not None and not v.pairs.guaranteed:
+        if v.fits and v.pairs is not None and not v.pairs.guaranteed:
             grouped.setdefault(v.pairs.text, []).append(v.node)
     if not grouped:
         return []
-    lines = ["", "GPU↔NIC pairs not guaranteed:"]
+    lines = ["", "GPU↔NIC pairs not guaranteed where it fits:"]
     for text, names in grouped.items():
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         lines.append(f"  {shown}: {text}")

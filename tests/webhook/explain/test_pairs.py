@@ -163,7 +163,10 @@ def test_the_table_names_each_reason_once(tmp_path: Path, mixed: dict[str, Any])
     twin = dgx_h100("dgx-twin", MIXED)
     table = to_table(explain(policies(tmp_path, "{resource: rdma/ib}"), 2, [mixed, twin]))
     assert "NODE       FITS  SCORE  PAIRS" in table
-    assert "GPU↔NIC pairs not guaranteed:\n  dgx-mixed, dgx-twin: device-plugin path:" in table
+    assert (
+        "GPU↔NIC pairs not guaranteed where it fits:\n  dgx-mixed, dgx-twin: device-plugin path:"
+        in table
+    )
 
 
 def fit_warnings(found: PolicySet, gpus: int, nodes: Sequence[dict[str, Any]]) -> list[str]:
