@@ -71,11 +71,9 @@ def pairs_verdict(
         facts = "the pod requests no RDMA NIC (resources.rdma)"
         return PairsVerdict(False, "device-plugin", facts, "pairs need resources.rdma or spec.dra")
     problem = _node_problem(labels, pairing, rdma.resource)
-    if problem is not None:
-        return PairsVerdict(False, "device-plugin", problem, remedy)
-    assert pairing is not None
-    nics = pairing.resource(rdma.resource)
-    assert nics is not None
+    nics = pairing.resource(rdma.resource) if pairing is not None else None
+    if problem is not None or pairing is None or nics is None:
+        return PairsVerdict(False, "device-plugin", problem or "no GPU↔NIC facts", remedy)
     pod_scope = labels.get(Label.TOPOLOGY_MANAGER_SCOPE) == "pod"
     held: list[str] = []
     for unit in (plan.requests,) if pod_scope else plan.containers:

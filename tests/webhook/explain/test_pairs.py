@@ -196,7 +196,7 @@ def test_the_admission_warning_names_policy_gpus_and_reason(
     assert fit_warnings(found, 4, [compute]) == []  # all pair: nothing to say
 
 
-def test_the_plan_only_for_what_the_webhook_wrote(tmp_path: Path) -> None:
+def test_whole_numa_nodes_is_the_nic_limit_the_webhook_writes(tmp_path: Path) -> None:
     found = policies(tmp_path, "{resource: rdma/ib, wholeNumaNodes: {gpus: 4, nics: 6}}")
     mutated = mutate(pod(2), "ml", found).pod
     assert mutated["spec"]["containers"][0]["resources"]["limits"]["rdma/ib"] == "6"
