@@ -143,7 +143,7 @@ def _unit(gpus: int, count: int, pairing: Pairing, nics: ResourceNics) -> tuple[
             extra = f" ({others} storage/management)" if others else ""
             return (
                 f"{gpus} of {on_gpus} GPUs on {where} get {count} of its {on_nics} "
-                f"{nics.name} NICs{extra}, not necessarily their partners",
+                f"{nics.name} NICs{extra}",
                 False,
             )
     if not sets:

@@ -82,10 +82,12 @@ def pairs_warning(plan: PodPlan, groups: list[tuple[PairsVerdict, int, list[str]
     head = f"placement policy {plan.policy}{gpus}: GPU↔NIC pairs not guaranteed on "
     why = f": {verdict.facts}" + (f"; {verdict.remedy}" if verdict.remedy else "")
     where = f"{bad} of {total} node{'s' if total != 1 else ''} it fits"
+    # The response puts `topoplace: ` before it (webhook/server/response.py) within the limit.
+    budget = LIMIT - len("topoplace: ")
     for text in (f"{head}{where} ({shown}){why}", f"{head}{where}{why}"):
-        if len(text) + len(_TAIL) <= LIMIT:
+        if len(text) + len(_TAIL) <= budget:
             return text + _TAIL
-        if len(text) <= LIMIT:
+        if len(text) <= budget:
             return text
     text = f"{head}{where}{why}"
-    return text[: LIMIT - 1] + "…"
+    return text[: budget - 1] + "…"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.main import main
 from agent.discovery.discover import DiscoveryOptions, discover
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label
 from tests.agent.audit.kubelet_stub import FakeKubelet, devices, short_socket_dir
@@ -68,3 +69,14 @@ def test_without_an_answer_nothing_is_claimed(
     assert published(sysfs, None) == (None, None)  # not asked (`discover` without a socket)
     assert published(sysfs, tmp_path / "absent.sock") == (None, None)  # no kubelet there
     assert published(sysfs, kubelet.socket) == (None, [])  # asked: no RDMA resource offered
+
+
+def test_discover_asks_the_kubelet_when_given_its_socket(
+    built_machine: Callable[[str], Path], kubelet: FakeKubelet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubelet.offer(*offer({"rdma/ib": COMPUTE}))
+    argv = ["discover", "--sysfs-root", str(built_machine("dgx-h100")), "--no-nvml"]
+    assert main([*argv, "--pod-resources-socket", str(kubelet.socket)]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"][Label.RDMA_RESOURCE_NICS] == "compute"
+    assert main(argv) == 0
+    assert Label.RDMA_RESOURCE_NICS not in json.loads(capsys.readouterr().out)["labels"]

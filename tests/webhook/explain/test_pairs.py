@@ -78,7 +78,7 @@ def test_a_resource_with_storage_nics_does_not_pair_even_a_numa_node_of_gpus(
         "guaranteed": False,
         "path": "device-plugin",
         "reason": "device-plugin path: NICs are NUMA-aligned only; 4 of 4 GPUs on NUMA 0 get 4 "
-        "of its 6 rdma/ib NICs (2 storage/management), not necessarily their partners; pairs "
+        "of its 6 rdma/ib NICs (2 storage/management); pairs "
         "need spec.dra or resources.rdma.wholeNumaNodes",
     }
 
@@ -94,7 +94,7 @@ def test_a_compute_only_resource_pairs_whole_numa_nodes_but_not_part_of_one(
     part = pairs_of(explain(found, 2, [split]))["dgx-split"]
     assert not part["guaranteed"]
     assert (
-        "2 of 4 GPUs on NUMA 0 get 2 of its 4 rdma/compute NICs, not necessarily"
+        "2 of 4 GPUs on NUMA 0 get 2 of its 4 rdma/compute NICs; pairs need"
         in (part["reason"])
     )
 
@@ -182,13 +182,13 @@ def test_the_admission_warning_names_policy_gpus_and_reason(
 ) -> None:
     found = policies(tmp_path, "{resource: rdma/ib}")
     (warning,) = fit_warnings(found, 2, [mixed, dgx_h100("dgx-twin", MIXED)])
-    # Names give way to the reason and the remedy within the API server's 256 characters.
     assert warning == (
-        "placement policy pix for 2 GPUs: GPU↔NIC pairs not guaranteed on 2 of 2 nodes it fits: "
-        "2 of 4 GPUs on NUMA 0 get 2 of its 6 rdma/ib NICs (2 storage/management), not "
-        "necessarily their partners; pairs need spec.dra or resources.rdma.wholeNumaNodes"
+        "placement policy pix for 2 GPUs: GPU↔NIC pairs not guaranteed on 2 of 2 nodes it fits "
+        "(dgx-mixed, dgx-twin): 2 of 4 GPUs on NUMA 0 get 2 of its 6 rdma/ib NICs (2 "
+        "storage/management); pairs need spec.dra or resources.rdma.wholeNumaNodes"
     )
-    assert len(warning) <= LIMIT
+    # Within the API server's 256 characters once the response adds `topoplace: `.
+    assert len("topoplace: " + warning) <= LIMIT
     # Where some node pairs and another does not, the warning counts the ones that do not.
     compute = dgx_h100("dgx-compute", {"rdma/ib": COMPUTE})
     (warning,) = fit_warnings(found, 4, [compute, dgx_h100("dgx-unasked", None)])
