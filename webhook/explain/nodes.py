@@ -13,7 +13,7 @@ from typing import Any
 
 from common.vocabulary import TOPOLOGY_ANNOTATION
 from webhook.explain.numa import NumaShape, load_topology, numa_shape
-from webhook.explain.pairing import Pairing, pairing_of
+from webhook.explain.pairs.facts import Pairing, pairing_of
 from webhook.explain.requests import Amounts, node_allocatable
 from webhook.explain.tolerations import Taint, parse_taints
 

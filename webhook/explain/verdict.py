@@ -16,7 +16,7 @@ from webhook.engine.recipe import mutate
 from webhook.explain.checks import Check, PodPlan, plan_for
 from webhook.explain.kubelet import topology_failure
 from webhook.explain.nodes import NodeView
-from webhook.explain.pairs import PairsVerdict, pairs_verdict
+from webhook.explain.pairs.verdict import PairsVerdict, pairs_verdict
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
 from webhook.explain.requests import Amounts, format_amount
 from webhook.explain.selectors import first_failing, term_matches

@@ -22,7 +22,7 @@ from webhook import jsonio
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeError, NodeView
-from webhook.explain.pairs import pairs_verdict
+from webhook.explain.pairs.verdict import pairs_verdict
 from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning, pairs_warning
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.notes import asks_pairs

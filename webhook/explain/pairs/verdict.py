@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from common.vocabulary import Label
 from webhook.explain.checks import PodPlan
 from webhook.explain.numa import ALIGNING, min_nodes
-from webhook.explain.pairing import Pairing, ResourceNics
+from webhook.explain.pairs.facts import Pairing, ResourceNics
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.notes import asks_pairs
 

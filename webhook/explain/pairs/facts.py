@@ -4,7 +4,7 @@ The annotation holds every GPU and NIC with its NUMA node and PCI address, the a
 maximum GPU↔NIC matching over PIX/PXB links (`gpuNicPairs`: a GPU's partner) and, when the
 agent could read the kubelet's PodResources, which NICs each RDMA device-plugin resource
 holds (`rdmaResources`). A NIC that is some GPU's partner is a compute NIC; the rest
-(storage, management) are other NICs. webhook/explain/pairs.py judges from these counts.
+(storage, management) are other NICs. pairs/verdict.py judges from these counts.
 """
 
 from __future__ import annotations
