@@ -108,6 +108,13 @@ def explain_run_audit(
     return said, node, created.stderr, audit(cluster, node)[(namespace, name, "trainer")]
 
 
+def show(capsys: pytest.CaptureFixture[str], pod: str, node: str, row: dict[str, Any]) -> None:
+    """One line of what the kubelet gave and the audit said, printed with the results."""
+    nics = ",".join(n["name"] for n in row["nics"])
+    with capsys.disabled():
+        print(f"\n{pod} on {node}: NICs {nics} -> {row['verdict']} ({row['nicLink']})")
+
+
 def held_where_promised(kubectl: Kubectl, node: str, row: dict[str, Any]) -> set[str]:
     """What every path promises: the NICs on the GPUs' NUMA node. Returns the GPUs whose
     partner NIC the container does not hold."""
@@ -125,7 +132,7 @@ def test_the_agent_labels_what_the_kubelets_rdma_resource_holds(kubectl: Kubectl
 @pytest.mark.parametrize("gpus", [4, 2])
 def test_whole_numa_nodes_make_pairs_hold(
     cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any],
-    pair_policies: Path, gpus: int,
+    pair_policies: Path, gpus: int, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     pod = training_pod(f"whole-{gpus}", "pairs-whole", gpus, machine=DGX)
     said, node, warnings, row = explain_run_audit(
@@ -134,6 +141,7 @@ def test_whole_numa_nodes_make_pairs_hold(
     assert said[node]["fits"] and said[node]["pairs"]["guaranteed"], said[node]
     assert "GPU↔NIC pairs" not in warnings
     assert len(row["nics"]) == 6  # every rdma/ib NIC of the GPUs' NUMA node
+    show(capsys, pod["metadata"]["name"], node, row)
     assert held_where_promised(kubectl, node, row) == set()
     assert (row["verdict"], row["nicLink"]) == ("aligned", "PIX"), row
 
@@ -141,7 +149,7 @@ def test_whole_numa_nodes_make_pairs_hold(
 @pytest.mark.parametrize("gpus", [4, 2])
 def test_part_of_the_nics_is_warned_and_the_audit_confirms_it(
     cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any],
-    pair_policies: Path, gpus: int,
+    pair_policies: Path, gpus: int, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """4 GPUs fill a NUMA node, 2 take half of one: with one NIC per GPU from a resource that
     also holds storage NICs, neither is promised its partners."""
@@ -159,6 +167,7 @@ def test_part_of_the_nics_is_warned_and_the_audit_confirms_it(
     assert "pairs need spec.dra or resources.rdma.wholeNumaNodes" in warning
     # What was promised holds: the NICs on the GPUs' NUMA node. The partners were not, and
     # the audit's verdict is what the kubelet's pick gave.
+    show(capsys, pod["metadata"]["name"], node, row)
     unpaired = held_where_promised(kubectl, node, row)
     assert len(row["nics"]) == gpus
     assert row["verdict"] == ("nic-far" if unpaired else "aligned"), row
