@@ -42,6 +42,10 @@ class Label:
     RDMA_NICS = LABEL_PREFIX + "rdma-nics"
     GPU_NIC_PAIRS = LABEL_PREFIX + "gpu-nic-pairs"
     GPU_NIC_LINK = LABEL_PREFIX + "gpu-nic-link"
+    # What the RDMA device-plugin resources hold: "compute" (only NICs that are a GPU's
+    # partner) or "mixed" (storage/management NICs too); the kubelet picks any NIC of a NUMA
+    # node, so only "compute" resources can give a pod whose GPUs fill NUMA nodes its pairs.
+    RDMA_RESOURCE_NICS = LABEL_PREFIX + "rdma-resource-nics"
     GPU_PRODUCT = LABEL_PREFIX + "gpu-product"
     CPU_MANAGER_POLICY = LABEL_PREFIX + "cpu-manager-policy"
     TOPOLOGY_MANAGER_POLICY = LABEL_PREFIX + "topology-manager-policy"

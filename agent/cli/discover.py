@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 __all__ = ["add_arguments", "run"]
 
@@ -17,6 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from agent.discovery.discover import add_discovery_arguments
 
     add_discovery_arguments(parser)
+    parser.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also ask the kubelet's PodResources socket which NICs each RDMA resource holds "
+        "(as `run` does; default: do not ask)",
+    )
     parser.add_argument(
         "--output",
         choices=["json", "table"],

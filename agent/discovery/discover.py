@@ -8,14 +8,16 @@ event; NVML is initialised once per process by its source.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agent.discovery.labels import derive_labels, topology_annotations
+from agent.discovery.rdma_resources import rdma_resources
 from agent.discovery.topology import Topology, build_topology
-from agent.sources import cpu, datasets, kubelet, nic, nvml, pci
+from agent.sources import cpu, datasets, kubelet, nic, nvml, pci, podresources
 from common import cache_layout
 
 __all__ = [
@@ -26,6 +28,9 @@ __all__ = [
     "discover",
     "options_from_args",
 ]
+
+
+log = logging.getLogger(__name__)
 
 
 class DiscoveryError(Exception):
@@ -40,6 +45,8 @@ class DiscoveryOptions:
     use_nvml: bool = True
     per_device_labels: bool = False
     kubelet_config_dir: Path | None = None  # the kubelet's --config-dir (drop-ins)
+    # The kubelet's PodResources socket: which NICs each RDMA resource holds.
+    pod_resources_socket: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +75,25 @@ def discover(options: DiscoveryOptions) -> Discovery:
         kubelet=kubelet.discover(options.kubelet_config, options.kubelet_config_dir),
         datasets=datasets.discover(options.dataset_root).newest,
     )
+    if options.pod_resources_socket is not None:
+        topology = replace(
+            topology, rdma_resources=_offered(options.pod_resources_socket, topology)
+        )
     return Discovery(
         labels=derive_labels(topology, per_device=options.per_device_labels),
         annotations=topology_annotations(topology),
         topology=topology,
     )
+
+
+def _offered(socket: Path, topology: Topology) -> dict[str, tuple[str, ...]] | None:
+    """What the kubelet's device plugins offer, as RDMA resources; None when unreadable."""
+    try:
+        offered = podresources.allocatable_devices(socket)
+    except podresources.PodResourcesError as exc:
+        log.debug("RDMA resources unknown: %s", exc)
+        return None
+    return rdma_resources(topology, offered)
 
 
 def add_discovery_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,4 +148,6 @@ def options_from_args(args: argparse.Namespace) -> DiscoveryOptions:
         kubelet_config_dir=args.kubelet_config_dir,
         use_nvml=args.use_nvml,
         per_device_labels=args.per_device_labels,
+        # `run` has it (its audit flags); `discover` asks the kubelet only when given one.
+        pod_resources_socket=getattr(args, "pod_resources_socket", None),
     )

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from agent.discovery.links import best_link, worst_link
+from agent.discovery.rdma_resources import compute_nics
 from agent.discovery.topology import Topology
 from common.k8s_names import label_key_problem, label_value_problem, sanitize_label_value
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label, dataset_label, gpu_device_labels
@@ -56,12 +57,25 @@ def _hardware_labels(topo: Topology) -> dict[str, str]:
         link = worst_link(best_link(row) or "SYS" for row in topo.links)
         if link is not None:
             labels[Label.GPU_NIC_LINK] = link
+    nics = _rdma_resource_nics(topo)
+    if nics is not None:
+        labels[Label.RDMA_RESOURCE_NICS] = nics
     products = {g.product for g in gpus if g.product}
     if len(products) == 1:
         labels[Label.GPU_PRODUCT] = sanitize_label_value(products.pop())
     elif len(products) > 1:
         log.info("GPUs of several products, no product label: %s", ", ".join(sorted(products)))
     return labels
+
+
+def _rdma_resource_nics(topo: Topology) -> str | None:
+    """`compute` when every resource holding a GPU's partner NIC holds only such NICs, `mixed`
+    when one holds storage or management NICs too; None when unknown or none holds one."""
+    compute = compute_nics(topo)
+    holding = [set(nics) for nics in (topo.rdma_resources or {}).values() if compute & set(nics)]
+    if not holding:
+        return None
+    return "compute" if all(nics <= compute for nics in holding) else "mixed"
 
 
 def _kubelet_labels(topo: Topology) -> dict[str, str]:

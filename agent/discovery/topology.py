@@ -76,6 +76,9 @@ class Topology:
     kubelet: KubeletConfig = field(default_factory=KubeletConfig)
     datasets: Mapping[str, str] = field(default_factory=dict)  # name -> newest complete version
     nvml_reason: str | None = None  # why NVML added nothing; None when it answered
+    # RDMA device-plugin resource -> PCI addresses of the NICs it holds (from the kubelet's
+    # PodResources); None when the kubelet was not asked or did not answer.
+    rdma_resources: Mapping[str, tuple[str, ...]] | None = None
 
     def node_cpus(self, numa_node: int | None) -> frozenset[int]:
         """CPUs local to a device on `numa_node`: all online CPUs when unknown."""
@@ -125,6 +128,16 @@ class Topology:
             ],
             "gpuNicLinks": [list(row) for row in self.links],
             "gpuNicPairs": [[g, n] for g, n in sorted(self.pairs.items())],
+            **(
+                {
+                    "rdmaResources": [
+                        {"resource": name, "nics": list(nics)}
+                        for name, nics in sorted(self.rdma_resources.items())
+                    ]
+                }
+                if self.rdma_resources is not None
+                else {}
+            ),
         }
 
 

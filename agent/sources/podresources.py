@@ -2,7 +2,8 @@
 
 The kubelet serves `v1.PodResourcesLister` on a unix socket (default
 `/var/lib/kubelet/pod-resources/kubelet.sock`, directory 0750 root, socket made under the
-kubelet's umask: only root may connect). `List` gives, per container, the device IDs of each
+kubelet's umask: only root may connect). `GetAllocatableResources` gives every device each
+device plugin offers; `List` gives, per container, the device IDs of each
 device-plugin resource with the NUMA nodes the plugin reported, the exclusive CPUs the CPU
 manager gave it and the memory blocks the memory manager pinned. Nothing is derived here: the
 answer is copied into frozen dataclasses, and every failure is one `PodResourcesError` whose
@@ -25,6 +26,7 @@ __all__ = [
     "MemoryBlock",
     "PodResources",
     "PodResourcesError",
+    "allocatable_devices",
     "list_pod_resources",
 ]
 
@@ -101,17 +103,18 @@ def _memory(blocks: Any) -> tuple[MemoryBlock, ...]:
     )
 
 
+def _device(d: Any) -> DeviceAssignment:
+    return DeviceAssignment(
+        resource_name=d.resource_name,
+        device_ids=tuple(d.device_ids),
+        numa_nodes=_nodes(d.topology) if d.HasField("topology") else (),
+    )
+
+
 def _container(c: Any) -> ContainerResources:
     return ContainerResources(
         name=c.name,
-        devices=tuple(
-            DeviceAssignment(
-                resource_name=d.resource_name,
-                device_ids=tuple(d.device_ids),
-                numa_nodes=_nodes(d.topology) if d.HasField("topology") else (),
-            )
-            for d in c.devices
-        ),
+        devices=tuple(_device(d) for d in c.devices),
         cpu_ids=tuple(int(cpu) for cpu in c.cpu_ids),
         memory=_memory(c.memory),
         claims=tuple(
@@ -161,30 +164,47 @@ def _check_socket(socket: Path) -> None:
         raise PodResourcesError(f"{socket} is not a unix socket", kind="absent")
 
 
-def list_pod_resources(
-    socket: Path = DEFAULT_SOCKET, *, timeout: float = 10.0
-) -> tuple[PodResources, ...]:
-    """One `List` call on a fresh channel (a kubelet restart replaces the socket)."""
+def _call(socket: Path, method: str, timeout: float) -> Any:
+    """One call on a fresh channel (a kubelet restart replaces the socket)."""
     import grpc
 
     from agent.sources.podresources_pb import api_pb2, api_pb2_grpc
 
     _check_socket(socket)
     options = [("grpc.max_receive_message_length", _MAX_MESSAGE)]
+    request = {
+        "List": api_pb2.ListPodResourcesRequest,
+        "GetAllocatableResources": api_pb2.AllocatableResourcesRequest,
+    }[method]()
     with grpc.insecure_channel(f"unix://{os.path.abspath(socket)}", options=options) as channel:
         stub = api_pb2_grpc.PodResourcesListerStub(channel)
         try:
-            response = stub.List(api_pb2.ListPodResourcesRequest(), timeout=timeout)
+            return getattr(stub, method)(request, timeout=timeout)
         except grpc.RpcError as e:
-            raise _rpc_error(socket, e) from None
-    return from_message(response)
+            raise _rpc_error(socket, e, method) from None
 
 
-def _rpc_error(socket: Path, e: Any) -> PodResourcesError:
+def list_pod_resources(
+    socket: Path = DEFAULT_SOCKET, *, timeout: float = 10.0
+) -> tuple[PodResources, ...]:
+    """What every running container was given (`List`)."""
+    return from_message(_call(socket, "List", timeout))
+
+
+def allocatable_devices(
+    socket: Path = DEFAULT_SOCKET, *, timeout: float = 10.0
+) -> tuple[DeviceAssignment, ...]:
+    """Every device the node's device plugins offer, one entry per resource and NUMA set
+    (`GetAllocatableResources`): which devices each resource holds."""
+    response = _call(socket, "GetAllocatableResources", timeout)
+    return tuple(_device(d) for d in response.devices)
+
+
+def _rpc_error(socket: Path, e: Any, method: str) -> PodResourcesError:
     import grpc
 
     code, details = e.code(), e.details() or ""
-    where = f"PodResources List on {socket}"
+    where = f"PodResources {method} on {socket}"
     if code == grpc.StatusCode.INTERNAL and "deserializ" in details.lower():
         return PodResourcesError(f"{where}: the answer is not a ListPodResourcesResponse "
                                  f"({details})", kind="malformed")  # fmt: skip

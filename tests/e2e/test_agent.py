@@ -34,6 +34,8 @@ def discover(paths: dict[str, Any]) -> dict[str, Any]:
             f"--kubelet-config={paths['kubelet_config']}",
             f"--kubelet-config-dir={paths['kubelet_config_dir']}",
             "--no-nvml",
+            # `run` asks the kubelet which NICs each RDMA resource holds (rdma-resource-nics).
+            f"--pod-resources-socket={paths['pod_resources_socket']}",
             "--output=json",
         ],
         capture_output=True,

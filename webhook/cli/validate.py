@@ -1,4 +1,7 @@
-"""`topoplace-webhook validate DIR`: check every policy file; exit 0, or 1 with every problem."""
+"""`topoplace-webhook validate DIR`: check every policy file; exit 0, or 1 with every problem.
+
+A valid set may still get notes on stderr (webhook/policy/notes.py): what a policy asks for
+that not every path delivers."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from webhook.policy.loader import PolicyLoadError, load_policy_dir
+    from webhook.policy.notes import policy_notes
 
     try:
         policies = load_policy_dir(args.directory)
@@ -24,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
         count = len(exc.messages)
         print(f"{count} problem{'s' if count != 1 else ''} in {args.directory}", file=sys.stderr)
         return 1
+    for note in policy_notes(policies):
+        print(f"note: {note}", file=sys.stderr)
     n, files = len(policies), len(policies.files)
     if not files:
         print(f"warning: {args.directory} holds no *.yaml files", file=sys.stderr)

@@ -101,7 +101,7 @@ def _apply(
     if dra.denial is not None:
         return dra.denial
     # Claims allocate the NICs (or the pod's own claims do): no RDMA extended resource.
-    claimed_plan = replace(plan, rdma_resource=None) if rules.dra is not None else plan
+    claimed_plan = replace(plan, rdma=None) if rules.dra is not None else plan
     if not workers and (rules.datasets or rules.env or rules.launcher.numa_binding):
         warnings.append(
             f"no worker containers (named in spec.workers or with a {rules.gpu_resource} "
@@ -194,8 +194,7 @@ def _make_plan(policy: PlacementPolicy) -> ResourcePlan:
         gpu_resource=policy.spec.gpu_resource,
         cpu_per_gpu=resources.cpu_per_gpu,
         memory_per_gpu=parse_quantity(memory) if memory is not None else None,
-        rdma_resource=resources.rdma.resource if resources.rdma else None,
-        rdma_per_gpu=resources.rdma.per_gpu if resources.rdma else 0,
+        rdma=resources.rdma,
     )
 
 

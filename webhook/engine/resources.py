@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.engine.workers import amount, container_gpus
+from webhook.policy.model import Rdma
 from webhook.policy.quantity import ceil_int, format_cpu, format_memory
 
 __all__ = [
@@ -41,8 +42,7 @@ class ResourcePlan:
     gpu_resource: str
     cpu_per_gpu: Decimal | None
     memory_per_gpu: Decimal | None
-    rdma_resource: str | None
-    rdma_per_gpu: int
+    rdma: Rdma | None  # the RDMA resource the workers request, and how many
 
 
 def apply_resources(
@@ -90,10 +90,11 @@ def apply_resources(
             f"{', '.join(defaulted)} (requests = limits) for Guaranteed QoS"
         )
     _extended(limits, requests, plan.gpu_resource)
-    if plan.rdma_resource and gpus > 0:
-        if plan.rdma_resource not in limits and plan.rdma_resource not in requests:
-            limits[plan.rdma_resource] = str(gpus * plan.rdma_per_gpu)
-        _extended(limits, requests, plan.rdma_resource)
+    if plan.rdma is not None and gpus > 0:
+        rdma = plan.rdma.resource
+        if rdma not in limits and rdma not in requests:
+            limits[rdma] = str(plan.rdma.count(gpus))
+        _extended(limits, requests, rdma)
 
     if limits != (resources.get("limits") or {}) or requests != (resources.get("requests") or {}):
         new = dict(resources)

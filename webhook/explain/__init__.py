@@ -5,8 +5,9 @@ Pure functions over plain dicts, kube-scheduler's filter semantics re-stated: `s
 `tolerations` (taints against tolerations), `requests` (what the pod asks for, as the
 scheduler adds it up, and what a node offers), `nodes` (the parts of a Node that matter),
 `checks` (the ordered checks one pod makes on a node), `reasons` (the words, derived from the
-label contract in common/vocabulary.py and the policy), `verdict` (one verdict per node and
-the summary), `index` (bit masks over many nodes, for the webhook's node cache), `warning`
+label contract in common/vocabulary.py and the policy), `pairs` (whether the GPU↔NIC pairs a
+policy asks for are guaranteed on the node's path), `verdict` (one verdict per node and the
+summary), `index` (bit masks over many nodes, for the webhook's node cache), `warning`
 (the admission warning), `render` (table and JSON).
 
 Imports: `engine` (the policy's own affinity expressions), `policy`, the webhook wire formats

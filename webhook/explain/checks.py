@@ -11,7 +11,7 @@ same either way, only which failure is named first differs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from common.vocabulary import LABEL_PREFIX, Label
@@ -66,6 +66,8 @@ class PodPlan:
     preferred: tuple[PreferredTerm, ...]
     containers: tuple[Amounts, ...] = ()  # each container's requests (scope container)
     guaranteed: bool = False
+    # The policy applied (the GPU↔NIC pairs verdict reads what it asks for).
+    applied: PlacementPolicy | None = field(default=None, compare=False)
 
 
 def short_key(key: str) -> str:
@@ -130,4 +132,5 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
         preferred=parse_preferred(spec),
         containers=container_requests(spec),
         guaranteed=guaranteed(spec),
+        applied=policy,
     )

@@ -10,12 +10,14 @@ same rules; tests hold the two equal.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from webhook.explain.checks import Check, PodPlan
 from webhook.explain.kubelet import topology_failure, topology_key
 from webhook.explain.nodes import NodeView
+from webhook.explain.pairs.verdict import pairs_key
 from webhook.explain.reasons import has_agent_labels
 from webhook.explain.selectors import Requirement, Term, parse_int64
 from webhook.explain.tolerations import UNSCHEDULABLE_TAINT, Taint, Toleration, tolerates
@@ -23,6 +25,7 @@ from webhook.explain.tolerations import UNSCHEDULABLE_TAINT, Taint, Toleration, 
 __all__ = ["Assessment", "Miss", "NodeIndex"]
 
 _CORDON = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
+_NAMES = 3  # node names a warning shows
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class NodeIndex:
         self._unsized = 0  # nodes whose allocatable is not known: not held to requests
         # topology_key -> nodes: nodes alike for the kubelet's topology admission
         self._aligning: dict[tuple[object, ...], int] = {}
+        self._pairing: dict[tuple[object, ...], int] = {}  # pairs_key -> nodes
         self.generation = 0  # bumped by every change that can move a verdict
         for view in views:
             self.upsert(view)
@@ -128,6 +132,7 @@ class NodeIndex:
         key = topology_key(view)
         if key is not None:
             put(self._aligning, key, bit)
+        put(self._pairing, pairs_key(view.labels, view.pairing), bit)
         if add:
             self.all |= bit
             self._agent |= bit if has_agent_labels(view.labels) else 0
@@ -263,6 +268,18 @@ class NodeIndex:
 
     def refusing_kubelets(self, plan: PodPlan) -> list[str]:
         return self.fit(plan)[1]
+
+    def pair_groups(self, plan: PodPlan) -> list[tuple[NodeView, int, list[str]]]:
+        """The nodes the pod fits, in groups alike for the GPU↔NIC pairs verdict: one view of
+        each group, how many nodes it has and the first few names."""
+        admitted = self._admitted(plan)[0]
+        groups = []
+        for mask in self._pairing.values():
+            fitting = mask & admitted
+            if fitting:
+                views = [view for _, view in itertools.islice(self._views_in(fitting), _NAMES)]
+                groups.append((views[0], fitting.bit_count(), [v.name for v in views]))
+        return groups
 
     def assess(self, plan: PodPlan) -> Assessment:
         """How many nodes fit, and for the rest, their first failing check and its values."""

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.vocabulary import TOPOLOGY_ANNOTATION
-from webhook.explain.numa import NumaShape, numa_shape
+from webhook.explain.numa import NumaShape, load_topology, numa_shape
+from webhook.explain.pairs.facts import Pairing, pairing_of
 from webhook.explain.requests import Amounts, node_allocatable
 from webhook.explain.tolerations import Taint, parse_taints
 
@@ -38,6 +39,8 @@ class NodeView:
     resources_known: bool = True
     # CPUs, GPUs and NICs per NUMA node, from the agent's topology annotation.
     numa: NumaShape | None = None
+    # GPU↔NIC partners and RDMA resources per NUMA node, from the same annotation.
+    pairing: Pairing | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> NodeView:
@@ -51,6 +54,7 @@ class NodeView:
         # Interned: thousands of nodes repeat the same keys and values.
         labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in raw_labels.items()}
         spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        topo = load_topology((metadata.get("annotations") or {}).get(TOPOLOGY_ANNOTATION))
         status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
         return cls(
             name=name,
@@ -59,7 +63,8 @@ class NodeView:
             taints=parse_taints(spec),
             unschedulable=spec.get("unschedulable") is True,
             resources_known="allocatable" in status,
-            numa=numa_shape((metadata.get("annotations") or {}).get(TOPOLOGY_ANNOTATION)),
+            numa=numa_shape(topo),
+            pairing=pairing_of(topo),
         )
 
 

@@ -25,7 +25,14 @@ from typing import Any
 
 from common.vocabulary import Label
 
-__all__ = ["NumaShape", "numa_shape", "topology_refusal"]
+__all__ = [
+    "ALIGNING",
+    "NumaShape",
+    "load_topology",
+    "min_nodes",
+    "numa_shape",
+    "topology_refusal",
+]
 
 ALIGNING = ("restricted", "single-numa-node")
 
@@ -48,12 +55,24 @@ def _count_cpus(cpulist: str) -> int:
     return total
 
 
-def numa_shape(annotation: Any) -> NumaShape | None:
-    """The shape from the agent's `topoplace.io/topology` annotation; None when unreadable."""
+def load_topology(annotation: Any) -> dict[str, Any] | None:
+    """The agent's `topoplace.io/topology` annotation parsed; None when it is not JSON."""
     if not isinstance(annotation, str):
         return None
     try:
         topo = json.loads(annotation)
+    except ValueError:
+        return None
+    return topo if isinstance(topo, dict) else None
+
+
+def numa_shape(annotation: Any) -> NumaShape | None:
+    """The shape from the agent's annotation (text, or parsed by load_topology); None when
+    unreadable."""
+    topo = load_topology(annotation) if isinstance(annotation, str) else annotation
+    if not isinstance(topo, dict):
+        return None
+    try:
         ids = [int(n["id"]) for n in topo["numaNodes"]]
         slot = {node: i for i, node in enumerate(ids)}
         cpus = [_count_cpus(str(n.get("cpus", ""))) for n in topo["numaNodes"]]
@@ -74,7 +93,7 @@ def numa_shape(annotation: Any) -> NumaShape | None:
     return NumaShape(tuple(cpus), tuple(per["gpus"]), tuple(per["nics"]))
 
 
-def _min_nodes(need: int, caps: Sequence[int]) -> int | None:
+def min_nodes(need: int, caps: Sequence[int]) -> int | None:
     """The fewest NUMA nodes that could ever hold `need` (None: not even all of them)."""
     total = 0
     for count, cap in enumerate(sorted(caps, reverse=True), start=1):
@@ -102,7 +121,7 @@ def _refusal(
 ) -> str | None:
     mins = {}
     for name, need, caps in wants:
-        least = _min_nodes(need, caps)
+        least = min_nodes(need, caps)
         if least is None:
             return None  # not enough on the whole node: the allocatable check says so
         mins[name] = least

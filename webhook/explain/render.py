@@ -37,6 +37,12 @@ def to_json(explanation: Explanation) -> dict[str, Any]:
                 "reasons": list(v.reasons),
                 "score": v.score,
                 "preferred": list(v.preferred),
+                # null when the policy asks for no GPU↔NIC pairs
+                "pairs": (
+                    {"guaranteed": v.pairs.guaranteed, "path": v.pairs.path, "reason": v.pairs.text}
+                    if v.pairs is not None
+                    else None
+                ),
             }
             for v in explanation.nodes
         ],
@@ -52,15 +58,37 @@ def to_table(explanation: Explanation) -> str:
     wants = ", ".join(f"{k} {v}" for k, v in _requests(explanation).items()) or "nothing"
     policy = f"policy {plan.policy}" if plan.policy else "no placement policy applied"
     lines = [f"{explanation.pod} in {explanation.namespace}: {policy}; requests {wants}", ""]
-    rows = [("NODE", "FITS", "SCORE", "REASON")]
+    pairs = any(v.pairs is not None for v in explanation.nodes)
+    rows = [("NODE", "FITS", "SCORE", *(("PAIRS",) if pairs else ()), "REASON")]
     for v in explanation.nodes:
         why = v.reason if v.reason is not None else "; ".join(v.preferred)
-        rows.append((v.node, "yes" if v.fits else "no", str(v.score), why))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        paired = () if not pairs else ("-" if v.pairs is None else _yes(v.pairs.guaranteed),)
+        rows.append((v.node, _yes(v.fits), str(v.score), *paired, why))
+    last = len(rows[0]) - 1
+    widths = [max(len(r[i]) for r in rows) for i in range(last)]
     for row in rows:
-        cells = [row[i].ljust(widths[i]) for i in range(3)]
-        lines.append("  ".join([*cells, row[3]]).rstrip())
+        cells = [row[i].ljust(widths[i]) for i in range(last)]
+        lines.append("  ".join([*cells, row[last]]).rstrip())
     total = len(explanation.nodes)
     lines += ["", f"{explanation.fitting} of {total} node{'s' if total != 1 else ''} fit"]
     lines += [f"  {n:>{len(str(total))}} × {reason}" for reason, n in explanation.misses]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _pairs_lines(explanation)) + "\n"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _pairs_lines(explanation: Explanation) -> list[str]:
+    """Why GPU↔NIC pairs are not guaranteed where the pod fits, once per distinct reason."""
+    grouped: dict[str, list[str]] = {}
+    for v in explanation.nodes:
+        if v.fits and v.pairs is not None and not v.pairs.guaranteed:
+            grouped.setdefault(v.pairs.text, []).append(v.node)
+    if not grouped:
+        return []
+    lines = ["", "GPU↔NIC pairs not guaranteed where it fits:"]
+    for text, names in grouped.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        lines.append(f"  {shown}: {text}")
+    return lines

@@ -16,6 +16,7 @@ from webhook.engine.recipe import mutate
 from webhook.explain.checks import Check, PodPlan, plan_for
 from webhook.explain.kubelet import topology_failure
 from webhook.explain.nodes import NodeView
+from webhook.explain.pairs.verdict import PairsVerdict, pairs_verdict
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
 from webhook.explain.requests import Amounts, format_amount
 from webhook.explain.selectors import first_failing, term_matches
@@ -50,6 +51,8 @@ class NodeVerdict:
     reasons: tuple[str, ...]  # every failing check, in order
     score: int  # sum of the weights of the preferred terms the node matches
     preferred: tuple[str, ...]  # those terms, in words
+    # Whether the GPU↔NIC pairs the policy asks for are guaranteed here; None: none asked.
+    pairs: PairsVerdict | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +190,7 @@ def evaluate(plan: PodPlan, node: NodeView) -> NodeVerdict:
         preferred=tuple(
             f"{describe_preferred(p.term.requirements)} (+{p.weight})" for p in matched
         ),
+        pairs=pairs_verdict(plan.applied, plan, node.labels, node.pairing),
     )
 
 

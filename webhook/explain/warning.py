@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from webhook.explain.checks import PodPlan
 from webhook.explain.index import Assessment, Miss
+from webhook.explain.pairs.verdict import PairsVerdict
 from webhook.explain.requests import format_amount
 
-__all__ = ["LIMIT", "kubelet_refusal_warning", "no_fit_warning"]
+__all__ = ["LIMIT", "kubelet_refusal_warning", "no_fit_warning", "pairs_warning"]
 
 LIMIT = 256
 _TAIL = "; run `kubectl topoplace explain`"
@@ -65,3 +66,28 @@ def kubelet_refusal_warning(plan: PodPlan, refusing: list[str]) -> str | None:
         "(TopologyAffinityError), and kube-scheduler may still bind it there" + _TAIL
     )
     return text if len(text) <= LIMIT else text[: LIMIT - 1] + "…"
+
+
+def pairs_warning(plan: PodPlan, groups: list[tuple[PairsVerdict, int, list[str]]]) -> str | None:
+    """The warning when GPU↔NIC pairs the policy asks for are not guaranteed on every node the
+    pod fits. `groups`: the verdict for each group of alike nodes, their count and names."""
+    failing = sorted((g for g in groups if not g[0].guaranteed), key=lambda g: -g[1])
+    if not failing or plan.policy is None:
+        return None
+    verdict = failing[0][0]
+    names = [name for _, _, shown in failing for name in shown]
+    bad, total = sum(g[1] for g in failing), sum(g[1] for g in groups)
+    shown = ", ".join(names[:_VALUES]) + (", …" if bad > min(len(names), _VALUES) else "")
+    gpus = f" for {plan.gpus} GPU{'s' if plan.gpus != 1 else ''}" if plan.gpus else ""
+    head = f"placement policy {plan.policy}{gpus}: GPU↔NIC pairs not guaranteed on "
+    why = f": {verdict.facts}" + (f"; {verdict.remedy}" if verdict.remedy else "")
+    where = f"{bad} of {total} node{'s' if total != 1 else ''} it fits"
+    # The response puts `topoplace: ` before it (webhook/server/response.py) within the limit.
+    budget = LIMIT - len("topoplace: ")
+    for text in (f"{head}{where} ({shown}){why}", f"{head}{where}{why}"):
+        if len(text) + len(_TAIL) <= budget:
+            return text + _TAIL
+        if len(text) <= budget:
+            return text
+    text = f"{head}{where}{why}"
+    return text[: budget - 1] + "…"

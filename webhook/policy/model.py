@@ -50,6 +50,7 @@ __all__ = [
     "PolicySpec",
     "Rdma",
     "Resources",
+    "WholeNumaNodes",
 ]
 
 API_VERSION = "topoplace.io/v1alpha1"
@@ -103,6 +104,15 @@ class Placement(_Model):
     """Extra node label = value requirements."""
 
 
+class WholeNumaNodes(_Model):
+    """The NUMA node of the machines the policy is for, as the device-plugin path sees it."""
+
+    gpus: Annotated[int, Field(gt=0, strict=True)]
+    """GPUs on one NUMA node."""
+    nics: Annotated[int, Field(gt=0, strict=True)]
+    """NICs the RDMA resource holds on one NUMA node."""
+
+
 class Rdma(_Model):
     """RDMA device-plugin resource requested per GPU."""
 
@@ -110,6 +120,17 @@ class Rdma(_Model):
     """Extended resource name, e.g. rdma/ib or nvidia.com/hostdev."""
     per_gpu: Annotated[int, Field(gt=0, strict=True)] = 1
     """Devices per GPU (a positive integer)."""
+    whole_numa_nodes: WholeNumaNodes | None = None
+    """Request `nics` NICs per `gpus` GPUs or part of them instead of perGpu: the pod then
+    holds every NIC of the NUMA nodes its GPUs take, so each GPU's partner NIC too (the
+    kubelet aligns NUMA nodes, not PCIe switches)."""
+
+    def count(self, gpus: int) -> int:
+        """NICs to request for `gpus` GPUs."""
+        whole = self.whole_numa_nodes
+        if whole is None:
+            return gpus * self.per_gpu
+        return -(-gpus // whole.gpus) * whole.nics
 
 
 class Resources(_Model):

@@ -34,8 +34,8 @@ logger = logging.getLogger(__name__)
 
 Outcome = Literal["mutated", "unchanged", "passthrough", "denied", "failed_open"]
 MutateFn = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
-# (mutated pod, the policy applied or None) -> a warning when the pod fits no node
-FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], str | None]
+# (mutated pod, the policy applied or None) -> warnings: it fits no node, or not as asked
+FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], list[str]]
 
 _EMPTY = PolicySet()
 
@@ -120,17 +120,17 @@ class PolicyAdmitter:
             return Admission(review, "failed_open", policy, 0, name, namespace)
 
     def _with_fit_warning(self, mutation: Mutation, policies: PolicySet) -> Mutation:
-        """Add the no-fit warning; a failure here only loses the warning, never the pod."""
+        """Add the fit warnings; a failure here only loses them, never the pod."""
         assert self._fit_check is not None
         try:
             policy = applied_policy(mutation.pod, mutation.policy, policies)
-            warning = self._fit_check(mutation.pod, policy)
+            warnings = self._fit_check(mutation.pod, policy)
         except Exception:
             logger.exception("node fit check failed; admitting without it")
             return mutation
-        if warning is None:
+        if not warnings:
             return mutation
-        return replace(mutation, warnings=[*mutation.warnings, warning])
+        return replace(mutation, warnings=[*mutation.warnings, *warnings])
 
     @staticmethod
     def _answer(uid: str, mutation: Mutation, name: str, namespace: str) -> Admission:

@@ -1,4 +1,5 @@
-"""The webhook's view of every node (labels, allocatable, taints), for the no-fit warning.
+"""The webhook's view of every node (labels, allocatable, taints), for the fit warnings: no
+node fits, kubelets that would refuse the pod, GPU↔NIC pairs not guaranteed.
 
 List then watch from the list's resourceVersion (with bookmarks), through kubernetes-asyncio
 reading raw JSON; a watch that ends is resumed from the last resourceVersion seen, a 410
@@ -21,8 +22,10 @@ from webhook import jsonio
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeError, NodeView
-from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning
+from webhook.explain.pairs.verdict import pairs_verdict
+from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning, pairs_warning
 from webhook.policy.model import PlacementPolicy
+from webhook.policy.notes import asks_pairs
 from webhook.server.kube_read import ApiError, list_all, read_json
 from webhook.vocabulary import APPLIED_ANNOTATION
 
@@ -73,31 +76,39 @@ class NodeCache:
         self._sleep = sleep
         self._fresh = False  # listed, and no watch event since
         # pod signature -> (index, its generation, the answer then)
-        self._answers: dict[bytes, tuple[NodeIndex, int, str | None]] = {}
+        self._answers: dict[bytes, tuple[NodeIndex, int, tuple[str, ...]]] = {}
 
     # --- admission side: never waits, never raises ----------------------------------------
-    def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> str | None:
-        """The no-fit warning for a mutated pod, or None (fits somewhere, cold cache, no
-        policy applied)."""
+    def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[str]:
+        """The fit warnings for a mutated pod: none when it fits somewhere with the pairs it
+        asks for, the cache is cold or no policy applied."""
         if not self.ready or policy is None:
-            return None
+            return []
         index = self.index
         key = _signature(pod)
         known = self._answers.get(key)
         if known is not None and known[0] is index and known[1] == index.generation:
-            return known[2]  # the pods of one Job are alike: judged once per node change
+            return list(known[2])  # the pods of one Job are alike: judged once per node change
         plan = plan_for(pod, policy)
-        warning = None
+        found: list[str | None] = []
         if len(index):
             fits, refusing = index.fit(plan)
             if not fits:
-                warning = no_fit_warning(plan, index.assess(plan), len(index))
+                found.append(no_fit_warning(plan, index.assess(plan), len(index)))
             else:
-                warning = kubelet_refusal_warning(plan, refusing)
+                found.append(kubelet_refusal_warning(plan, refusing))
+                if asks_pairs(policy):
+                    groups = [
+                        (verdict, count, names)
+                        for view, count, names in index.pair_groups(plan)
+                        if (verdict := pairs_verdict(policy, plan, view.labels, view.pairing))
+                    ]
+                    found.append(pairs_warning(plan, groups))
+        warnings = tuple(w for w in found if w is not None)
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()
-        self._answers[key] = (index, index.generation, warning)
-        return warning
+        self._answers[key] = (index, index.generation, warnings)
+        return list(warnings)
 
     # --- the list+watch loop -------------------------------------------------------------
     async def run(self, kubeconfig: Path | None = None) -> None:

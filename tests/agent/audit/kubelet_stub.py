@@ -2,7 +2,8 @@
 
 A grpcio server on a unix socket registering `v1.PodResourcesLister` with the messages
 generated from the published api.proto, so the client under test sends and receives exactly
-what it would with a kubelet. The answer to `List` is set by the test: messages built with
+what it would with a kubelet. The answer to `GetAllocatableResources` is set by `offer`, the
+answer to `List` by the test: messages built with
 `pod`/`container`/`devices`, or raw bytes (a malformed answer). `stop()` removes the socket,
 as a kubelet going away does.
 """
@@ -84,6 +85,7 @@ class FakeKubelet:
         self.socket = socket
         self._lock = threading.Lock()
         self._answer: bytes = api_pb2.ListPodResourcesResponse().SerializeToString()
+        self._allocatable = api_pb2.AllocatableResourcesResponse()
         self.calls = 0
         self._server: grpc.Server | None = None
 
@@ -95,6 +97,17 @@ class FakeKubelet:
     def serve_raw(self, answer: bytes) -> None:
         with self._lock:
             self._answer = answer
+
+    def offer(self, *device_list: api_pb2.ContainerDevices) -> None:
+        """What GetAllocatableResources answers: the devices the node's plugins offer."""
+        with self._lock:
+            self._allocatable = api_pb2.AllocatableResourcesResponse(devices=list(device_list))
+
+    def _offered(
+        self, request: api_pb2.AllocatableResourcesRequest, context: grpc.ServicerContext
+    ) -> api_pb2.AllocatableResourcesResponse:
+        with self._lock:
+            return self._allocatable
 
     def _list(
         self, request: api_pb2.ListPodResourcesRequest, context: grpc.ServicerContext
@@ -112,7 +125,12 @@ class FakeKubelet:
                     self._list,
                     request_deserializer=api_pb2.ListPodResourcesRequest.FromString,
                     response_serializer=lambda answer: answer,  # bytes as set: may be broken
-                )
+                ),
+                "GetAllocatableResources": grpc.unary_unary_rpc_method_handler(
+                    self._offered,
+                    request_deserializer=api_pb2.AllocatableResourcesRequest.FromString,
+                    response_serializer=api_pb2.AllocatableResourcesResponse.SerializeToString,
+                ),
             },
         )
         server.add_generic_rpc_handlers((handler,))

@@ -176,3 +176,23 @@ def test_schema_is_json_schema_with_descriptions(cli):
     assert schema["additionalProperties"] is False
     resources = schema["$defs"]["Resources"]["properties"]
     assert "cpuPerGpu" in resources and resources["cpuPerGpu"]["description"]
+
+
+def test_validate_notes_pairs_that_need_the_whole_numa_node_or_dra(cli, tmp_path):
+    rdma = {"rdma": {"resource": "rdma/ib"}}
+    write_yaml(
+        tmp_path / "a.yaml",
+        policy_doc("pairs", placement={"gpuNicPairs": True}, resources=rdma),
+        policy_doc("pix-link", placement={"gpuNicLink": "PIX"}, resources=rdma),
+        policy_doc("link-only", placement={"gpuNicLink": "PXB"}),  # no NIC from the kubelet
+        policy_doc("numa", placement={"gpuNicLink": "NODE"}, resources=rdma),
+    )
+    result = cli("validate", str(tmp_path))
+    assert result.returncode == 0 and result.stdout.strip() == "4 policies in 1 file OK"
+    notes = result.stderr.strip().splitlines()
+    assert [n.split(": policy ")[1].split()[0] for n in notes] == ["pairs", "pix-link"]
+    assert notes[0] == (
+        f"note: {tmp_path}/a.yaml document 1: policy pairs asks for GPU↔NIC pairs without "
+        "spec.dra: on the device-plugin path they hold only when a pod takes every NIC of its "
+        "RDMA resource on its GPUs' NUMA nodes (docs/policies.md, What each path guarantees)"
+    )

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.webhook.builders import policy_doc
-from webhook.policy.model import PlacementPolicy
+from webhook.policy.model import PlacementPolicy, Rdma
 
 GOOD_DATASET = {"name": "imagenet", "version": "2024-06", "source": "s3://b/", "mountPath": "/d"}
 
@@ -165,3 +165,20 @@ def test_empty_sections_mean_defaults():
     )
     assert policy.spec.launcher.numa_binding is None and policy.spec.env == {}
     assert policy.allows_namespace("anything")
+
+
+@pytest.mark.parametrize(
+    "whole",
+    [{"gpus": 0, "nics": 4}, {"gpus": 4}, {"gpus": 4, "nics": "6"}, {"gpus": 4, "nics": 6, "x": 1}],
+)
+def test_whole_numa_nodes_needs_two_positive_integers(whole: dict[str, object]) -> None:
+    doc = policy_doc("p", resources={"rdma": {"resource": "rdma/ib", "wholeNumaNodes": whole}})
+    with pytest.raises(ValidationError, match="wholeNumaNodes"):
+        PlacementPolicy.model_validate(doc)
+
+
+@pytest.mark.parametrize(("gpus", "nics"), [(1, 6), (4, 6), (5, 12), (8, 12), (0, 0)])
+def test_whole_numa_nodes_counts_every_nic_of_the_numa_nodes_taken(gpus: int, nics: int) -> None:
+    rdma = Rdma.model_validate({"resource": "rdma/ib", "wholeNumaNodes": {"gpus": 4, "nics": 6}})
+    assert rdma.count(gpus) == nics
+    assert Rdma.model_validate({"resource": "rdma/ib", "perGpu": 2}).count(gpus) == 2 * gpus
