@@ -36,12 +36,10 @@ def test_node_fields_and_drop_ins_go_over_the_e2e_defaults(tmp_path: Path) -> No
 def test_the_kubelet_sees_its_machine_and_writes_only_below_its_node(tmp_path: Path) -> None:
     view = write_view(machines.build("vm", tmp_path / "sys"), 1024, tmp_path / "view")
     paths = kubelet.KubeletPaths(tmp_path / "n0")
-    argv = kubelet.command(
-        Path("/bin/kubelet"), paths, view, tmp_path / "datasets",
-        node="cpu-vm", kubeconfig=tmp_path / "k", node_ip="127.0.1.5", labels={"a": "b"},
-    )  # fmt: skip
-    assert argv[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
-    lines = argv[-1].splitlines()
+    ready = tmp_path / "ready"
+    holder = kubelet.namespace_command(paths, view, tmp_path / "datasets", ready=ready)
+    assert holder[:5] == ["unshare", "--mount", "--propagation", "private", "--"]
+    lines = holder[-1].splitlines()
     binds = {shlex.split(line)[-1]: shlex.split(line)[-2] for line in lines if "--bind" in line}
     assert binds == {
         "/var/lib": str(paths.var_lib),
@@ -52,10 +50,18 @@ def test_the_kubelet_sees_its_machine_and_writes_only_below_its_node(tmp_path: P
         "/proc/meminfo": str(view.meminfo),
     }
     assert all(line.startswith("mount -n ") for line in lines if "--bind" in line)
-    kubelet_argv = shlex.split(lines[-1].removeprefix("exec "))
-    assert "--root-dir=/var/lib/kubelet" in kubelet_argv
-    assert "--node-ip=127.0.1.5" in kubelet_argv  # loopback: refused, so no address at all
+    # Ready only once every bind is in place; then it holds the namespace.
+    assert lines.index(f": > {ready}") > max(n for n, line in enumerate(lines) if "--bind" in line)
+    assert lines[-1] == "exec sleep infinity"
     assert (paths.on_host(kubelet.DATASETS)).is_dir()  # the mount point, inside var/lib
+
+    argv = kubelet.command(
+        Path("/bin/kubelet"), 4242, node="cpu-vm", kubeconfig=tmp_path / "k",
+        node_ip="127.0.1.5", labels={"a": "b"},
+    )  # fmt: skip
+    assert argv[:3] == ["nsenter", "--mount=/proc/4242/ns/mnt", "--"]  # the holder's namespace
+    assert argv[3] == "/bin/kubelet" and "--root-dir=/var/lib/kubelet" in argv
+    assert "--node-ip=127.0.1.5" in argv  # loopback: refused, so no address from the kubelet
 
 
 @pytest.mark.parametrize("bad", ["64", "64G", "1.5Gi", "Gi", "-1Gi"])
