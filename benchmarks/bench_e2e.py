@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 from e2e import procs
 from e2e.cluster import Cluster, load
 
-__all__ = ["run_e2e_bench"]
+__all__ = ["run_e2e_bench", "running_cluster"]
 
 PODS = 300  # per path, after warm-up
 WARMUP = 20
@@ -51,7 +51,8 @@ POD: dict[str, Any] = {
 }
 
 
-def _cluster() -> tuple[Cluster, bool]:
+def running_cluster() -> tuple[Cluster, bool]:
+    """The running `make cluster`, or one started here (True: stop it afterwards)."""
     try:
         return load(), False
     except FileNotFoundError:
@@ -89,7 +90,7 @@ def _percentile(samples: list[float], q: float) -> float:
 
 
 def run_e2e_bench() -> list[dict[str, Any]]:
-    cluster, started_here = _cluster()
+    cluster, started_here = running_cluster()
     k = cluster.kubectl
     namespace = f"ml-bench-{secrets.token_hex(3)}"
     k("create", "namespace", namespace)

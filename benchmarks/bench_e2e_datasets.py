@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
+from benchmarks.bench_e2e import running_cluster
 from e2e import procs
-from e2e.addons.objectstore import CREDENTIALS
-from e2e.cluster import Cluster, load
+from e2e.addons.objectstore import client
 from e2e.kube import Kubectl
 
 __all__ = ["run_e2e_datasets_bench"]
@@ -32,25 +32,10 @@ LARGE_BYTES = 256 << 20
 POLICY = "bench-datasets"
 
 
-def _cluster() -> tuple[Cluster, bool]:
-    try:
-        return load(), False
-    except FileNotFoundError:
-        subprocess.run([sys.executable, "-m", "e2e.cluster", "up"], check=True)
-        return load(), True
-
-
 def _upload(endpoint: str, bucket: str, prefix: str) -> None:
-    import boto3
     from boto3.s3.transfer import TransferConfig
 
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        region_name=CREDENTIALS["AWS_REGION"],
-    )
+    s3 = client(endpoint)
     s3.create_bucket(Bucket=bucket)
     for i in range(SMALL_FILES):
         s3.put_object(Bucket=bucket, Key=f"{prefix}small/{i:05d}.bin", Body=b"x" * SMALL_BYTES)
@@ -128,7 +113,7 @@ def _to_worker_start(k: Kubectl, namespace: str, name: str, label: str) -> tuple
 
 
 def run_e2e_datasets_bench() -> list[dict[str, Any]]:
-    cluster, started_here = _cluster()
+    cluster, started_here = running_cluster()
     k = cluster.kubectl
     endpoint = cluster.info["pod_env"]["AWS_ENDPOINT_URL_S3"]
     name = f"bench-{secrets.token_hex(3)}"

@@ -11,6 +11,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from e2e.addons.objectstore import client
+
 __all__ = ["FAKE_AWS", "Request", "S3Server", "running_s3"]
 
 FAKE_AWS = {
@@ -64,21 +66,19 @@ class _RequestLog(logging.Handler):
 
 @contextlib.contextmanager
 def running_s3() -> Iterator[S3Server]:
-    import boto3
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=FAKE_AWS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=FAKE_AWS["AWS_SECRET_ACCESS_KEY"],
-        region_name=FAKE_AWS["AWS_DEFAULT_REGION"],
+    s3 = client(
+        endpoint,
+        key=FAKE_AWS["AWS_ACCESS_KEY_ID"],
+        secret=FAKE_AWS["AWS_SECRET_ACCESS_KEY"],
+        region=FAKE_AWS["AWS_DEFAULT_REGION"],
     )
-    state = S3Server(endpoint=endpoint, client=client)
+    state = S3Server(endpoint=endpoint, client=s3)
     # werkzeug logs each served request; that log is our server-side request counter.
     wlog = logging.getLogger("werkzeug")
     handler = _RequestLog(state.requests)

@@ -15,13 +15,14 @@ import logging
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import yaml
 
 from e2e import procs
 
-__all__ = ["CREDENTIALS", "pod_env", "sources", "start"]
+__all__ = ["CREDENTIALS", "client", "pod_env", "sources", "start"]
 
 log = logging.getLogger("e2e.addons.objectstore")
 
@@ -44,6 +45,25 @@ def sources(policies: Path) -> list[tuple[str, str]]:
                 if url.scheme == "s3":
                     out.append((url.netloc, url.path.lstrip("/")))
     return out
+
+
+def client(
+    endpoint: str,
+    *,
+    key: str = CREDENTIALS["AWS_ACCESS_KEY_ID"],
+    secret: str = CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    region: str = CREDENTIALS["AWS_REGION"],
+) -> Any:
+    """A boto3 S3 client for an S3-compatible server on loopback."""
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        region_name=region,
+    )
 
 
 def pod_env(endpoint: str) -> dict[str, str]:
@@ -77,19 +97,12 @@ def start(state: Path, policies: Path) -> str:
 
 
 def _serve(port: int, policies: Path, ready: Path) -> None:
-    import boto3
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        region_name=CREDENTIALS["AWS_REGION"],
-    )
+    s3 = client(endpoint)
     buckets: set[str] = set()
     for bucket, prefix in sources(policies):
         if bucket not in buckets:

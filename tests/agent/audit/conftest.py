@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.cli.main import main
-from tests.agent.audit.kubelet_stub import FakeKubelet, short_socket_dir
 from tests.agent.discovery.conftest import built_machine, fresh_machine, scratch
 from tests.agent.discovery.machines import MELLANOX
 from tests.agent.discovery.sysfs_builder import PciNode, SysfsBuilder
@@ -65,16 +64,6 @@ def add_vf(sysfs_root: Path, pf_bdf: str, fn: int, index: int, rdma_name: str) -
     )
     b.rdma(vf, rdma_name)
     return vf.bdf
-
-
-@pytest.fixture
-def kubelet(tmp_path: Path) -> Iterator[FakeKubelet]:
-    with short_socket_dir(tmp_path) as where:
-        server = FakeKubelet(where / "kubelet.sock").start()
-        try:
-            yield server
-        finally:
-            server.stop()
 
 
 Audit = Callable[..., Any]

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,18 +13,8 @@ import pytest
 from agent.cli.main import main
 from agent.discovery.discover import DiscoveryOptions, discover
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label
-from tests.agent.audit.kubelet_stub import FakeKubelet, devices, short_socket_dir
+from tests.agent.audit.kubelet_stub import FakeKubelet, devices
 from tests.webhook.explain.pair_nodes import COMPUTE, STORAGE, offer
-
-
-@pytest.fixture
-def kubelet(tmp_path: Path) -> Iterator[FakeKubelet]:
-    with short_socket_dir(tmp_path) as where:
-        server = FakeKubelet(where / "kubelet.sock").start()
-        try:
-            yield server
-        finally:
-            server.stop()
 
 
 def published(sysfs: Path, socket: Path | None) -> tuple[str | None, object]:
