@@ -87,29 +87,8 @@ func buildRoot(spec *containerSpec) error {
 	}
 	upper := filepath.Join(root, ".overlay")
 	for i, dir := range spec.Image {
-		target := filepath.Join(root, dir)
-		if info, err := os.Lstat(dir); err == nil && info.Mode()&os.ModeSymlink != 0 {
-			link, err := os.Readlink(dir) // /bin -> usr/bin on a merged-/usr system
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(link, target); err != nil {
-				return err
-			}
-			continue
-		}
-		work := filepath.Join(upper, fmt.Sprint(i))
-		for _, d := range []string{target, work + "/u", work + "/w"} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-		}
-		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s/u,workdir=%s/w", dir, work, work)
-		if err := syscall.Mount("overlay", target, "overlay", 0, opts); err != nil {
-			return fmt.Errorf("image directory %s: %w", dir, err)
+		if err := mountImageDir(root, filepath.Join(upper, fmt.Sprint(i)), dir); err != nil {
+			return err
 		}
 	}
 	dev := filepath.Join(root, "dev")
@@ -146,6 +125,17 @@ func buildRoot(spec *containerSpec) error {
 			return fmt.Errorf("mount %s at %s: %w", m.Source, m.Target, err)
 		}
 	}
+	// An image directory a volume covers (a checkout under /tmp, where pods mount an
+	// emptyDir) is laid over the volume again: the image's programs must stay reachable.
+	for i, dir := range spec.Image {
+		if !coveredByMount(dir, spec.Mounts) {
+			continue
+		}
+		work := filepath.Join(upper, fmt.Sprint(len(spec.Image)+i))
+		if err := mountImageDir(root, work, dir); err != nil {
+			return err
+		}
+	}
 	if spec.ReadOnlyRoot {
 		// The root tmpfs read-only; its overlays with it (their upper directories live in it).
 		if err := syscall.Mount("", root, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
@@ -162,6 +152,45 @@ func buildRoot(spec *containerSpec) error {
 		}
 	}
 	return nil
+}
+
+// mountImageDir puts one host directory of the image at the same path under root: an
+// overlay whose writes land in work (inside the root tmpfs), or the same symlink.
+func mountImageDir(root, work, dir string) error {
+	target := filepath.Join(root, dir)
+	if info, err := os.Lstat(dir); err == nil && info.Mode()&os.ModeSymlink != 0 {
+		link, err := os.Readlink(dir) // /bin -> usr/bin on a merged-/usr system
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if _, err := os.Lstat(target); err == nil {
+			return nil
+		}
+		return os.Symlink(link, target)
+	}
+	for _, d := range []string{target, work + "/u", work + "/w"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s/u,workdir=%s/w", dir, work, work)
+	if err := syscall.Mount("overlay", target, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("image directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+func coveredByMount(dir string, mounts []mount) bool {
+	for _, m := range mounts {
+		t := filepath.Clean(m.Target)
+		if dir == t || strings.HasPrefix(dir, t+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // bind mounts source (a file or a directory) at target, creating target.

@@ -58,3 +58,16 @@ func TestKubeletPathsMapToTheNodesDirectoriesLongestFirst(t *testing.T) {
 		t.Error("a relative kubelet path was accepted")
 	}
 }
+
+// A checkout under /tmp is covered by the emptyDir pods mount at /tmp: the runtime lays the
+// image over the volume again, and only there.
+func TestAnImageDirectoryUnderAVolumeIsCovered(t *testing.T) {
+	mounts := []mount{{Target: "/tmp"}, {Target: "/etc/topoplace/policies"}}
+	for dir, want := range map[string]bool{
+		"/tmp/ci/main": true, "/tmp": true, "/tmpfoo": false, "/usr": false, "/etc": false,
+	} {
+		if got := coveredByMount(dir, mounts); got != want {
+			t.Errorf("coveredByMount(%q) = %v, want %v", dir, got, want)
+		}
+	}
+}
