@@ -56,8 +56,12 @@ def prepare_cache(root: Path, uid: int, gid: int) -> list[Path]:
         mode = LEASE_MODE if path.name == LEASE_DIR else _MODE
         st = path.lstat()
         if (st.st_uid, st.st_gid) != (uid, gid) or stat.S_IMODE(st.st_mode) != mode:
+            # With CAP_CHOWN and nothing else (no CAP_FOWNER), root may change the mode of
+            # what it owns only: take it, set the mode, then hand it over.
+            if stat.S_IMODE(st.st_mode) != mode:
+                os.chown(path, os.geteuid(), os.getegid(), follow_symlinks=False)
+                path.chmod(mode)
             os.chown(path, uid, gid, follow_symlinks=False)
-            path.chmod(mode)
             changed.append(path)
     return changed
 

@@ -27,7 +27,9 @@ type containerSpec struct {
 	GID     *int64   `json:"gid,omitempty"`
 	Groups  []int64  `json:"groups,omitempty"`
 	// ReadOnlyRoot: nothing outside a mount is writable, as readOnlyRootFilesystem asks.
-	ReadOnlyRoot bool `json:"readOnlyRoot"`
+	ReadOnlyRoot bool  `json:"readOnlyRoot"`
+	Capabilities []int `json:"capabilities"` // what the bounding set keeps
+	NoNewPrivs   bool  `json:"noNewPrivs"`   // allowPrivilegeEscalation: false
 }
 
 type mount struct {
@@ -70,6 +72,9 @@ func containerInit(specFile string) error {
 	}
 	path, err := lookPath(spec.Argv[0], spec.Env)
 	if err != nil {
+		return err
+	}
+	if err := limitCapabilities(spec.Capabilities, spec.NoNewPrivs); err != nil {
 		return err
 	}
 	if err := becomeUser(&spec); err != nil {

@@ -131,7 +131,7 @@ func remap(mappings []pathMapping, p string) string {
 func (h *hostExec) runs(image string) bool { return h != nil && image == h.image }
 
 // specFor turns the kubelet's container config into the init's spec.
-func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) containerSpec {
+func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) (containerSpec, error) {
 	env := []string{"PATH=" + h.path}
 	host, port, _ := strings.Cut(h.apiServer, ":")
 	for _, kv := range cfg.GetEnvs() {
@@ -182,12 +182,22 @@ func (h *hostExec) specFor(id string, cfg *runtimeapi.ContainerConfig) container
 		spec.Env = append(spec.Env, "HOME="+homeOf(spec.UID))
 	}
 	spec.ReadOnlyRoot = sc.GetReadonlyRootfs()
-	return spec
+	spec.NoNewPrivs = sc.GetNoNewPrivs()
+	caps, err := keptCapabilities(sc.GetPrivileged(), sc.GetCapabilities().GetAddCapabilities(),
+		sc.GetCapabilities().GetDropCapabilities())
+	if err != nil {
+		return containerSpec{}, err
+	}
+	spec.Capabilities = caps
+	return spec, nil
 }
 
 // start runs the container; onExit is called once with its exit code and reason.
 func (h *hostExec) start(id, logPath string, cfg *runtimeapi.ContainerConfig, onExit func(code int32, reason string)) error {
-	spec := h.specFor(id, cfg)
+	spec, err := h.specFor(id, cfg)
+	if err != nil {
+		return err
+	}
 	if len(spec.Argv) == 0 {
 		return fmt.Errorf("the image has no default command: the container must give one")
 	}

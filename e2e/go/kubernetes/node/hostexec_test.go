@@ -71,3 +71,36 @@ func TestAnImageDirectoryUnderAVolumeIsCovered(t *testing.T) {
 		}
 	}
 }
+
+// As runc: the default set less what is dropped plus what is added; "ALL" drops everything.
+func TestCapabilitiesAreTheDefaultSetLessDropPlusAdd(t *testing.T) {
+	names := func(caps []int) string {
+		var out []string
+		for _, c := range caps {
+			out = append(out, capabilityNames[c])
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		add, drop []string
+		want      string
+	}{
+		{nil, []string{"ALL"}, ""},
+		{[]string{"CHOWN"}, []string{"ALL"}, "CHOWN"}, // the agent's prepare-cache
+		{[]string{"CAP_SYS_ADMIN"}, []string{"NET_RAW", "KILL", "MKNOD"}, "CHOWN,DAC_OVERRIDE,FOWNER,FSETID,SETGID,SETUID,SETPCAP,NET_BIND_SERVICE,SYS_CHROOT,SYS_ADMIN,AUDIT_WRITE,SETFCAP"},
+	} {
+		got, err := keptCapabilities(false, tc.add, tc.drop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names(got) != tc.want {
+			t.Errorf("add %v drop %v: got %s, want %s", tc.add, tc.drop, names(got), tc.want)
+		}
+	}
+	if all, _ := keptCapabilities(true, nil, nil); len(all) != len(capabilityNames) {
+		t.Errorf("privileged keeps %d capabilities, want all %d", len(all), len(capabilityNames))
+	}
+	if _, err := keptCapabilities(false, []string{"FLY"}, nil); err == nil {
+		t.Error("an unknown capability was accepted")
+	}
+}
