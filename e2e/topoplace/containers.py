@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.kube import Kubectl, write_kubeconfig
+from e2e.topoplace.install import NAMESPACE
 
 __all__ = [
     "container_id",
@@ -20,7 +21,6 @@ __all__ = [
     "restart_count",
 ]
 
-NAMESPACE = "topoplace-system"
 TOKEN_SECONDS = 48 * 3600  # outlives any test run
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl, get_url
+from e2e.topoplace.install import pods_of
 from tests.kube import parse_quantity
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,6 +128,48 @@ def events(kubectl: Kubectl, namespace: str, name: str, reason: str) -> list[dic
 
 def node_labels(kubectl: Kubectl, node: str) -> dict[str, str]:
     return kubectl.json("get", "node", node)["metadata"].get("labels", {})
+
+
+def webhook_ips(kubectl: Kubectl) -> list[str]:
+    """The pod IPs of the webhook replicas."""
+    return [p["status"]["podIP"] for p in pods_of(kubectl, "topoplace-webhook")]
+
+
+def webhook_metrics(kubectl: Kubectl) -> list[str]:
+    """Each webhook replica's Prometheus text, scraped on its own pod IP (`serve
+    --metrics-port=9102`, as in the Deployment)."""
+    return [get_url(f"http://{ip}:9102/metrics") for ip in webhook_ips(kubectl)]
+
+
+def probe(name: str = "probe") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"{name}-",
+            "labels": {"topoplace.io/policy": "single-numa-partial"},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                    "resources": {"limits": {"nvidia.com/gpu": 2}},
+                }
+            ]
+        },
+    }
+
+
+def admitted(create: Callable[..., Any], namespace: str) -> dict[str, Any]:
+    """What a dry-run create stores: the webhook's answer, leaving nothing behind."""
+    return json.loads(create(probe(), namespace, "--dry-run=server").stdout)
+
+
+def phase(kubectl: Kubectl, namespace: str, name: str, want: str) -> dict[str, Any] | None:
+    """The pod once its phase is `want`, else None: a condition for procs.wait_for."""
+    pod = kubectl.json("get", "pod", name, "-n", namespace)
+    return pod if pod["status"].get("phase") == want else None
 
 
 def patch_policies(kubectl: Kubectl, data: dict[str, str | None], *, wait: bool = True) -> None:

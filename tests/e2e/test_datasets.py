@@ -22,10 +22,9 @@ from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.agent.cache.helpers import leftovers
-from tests.e2e.helpers import patch_policies
+from tests.e2e.helpers import patch_policies, phase
 from tests.s3server import FAKE_AWS, S3Server, running_s3
 from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
-from webhook.vocabulary import APPLIED_ANNOTATION
 
 NODE = "cpu-vm"  # holds no dataset at first: the first pod is pinned there
 POLICY = "e2e-datasets"
@@ -110,26 +109,6 @@ def s3_secret(kubectl: Kubectl, namespace: str, s3: S3Server) -> None:
     kubectl.apply(secret)
 
 
-def create_mutated(
-    create: Callable[..., Any], obj: dict[str, Any], namespace: str
-) -> dict[str, Any]:
-    """Create the pod once the webhook serves its policy (the ConfigMap edit projected)."""
-    probe = json.loads(json.dumps(obj))
-    probe["metadata"]["name"] += "-probe"
-
-    def served() -> bool:
-        stored = json.loads(create(probe, namespace, "--dry-run=server").stdout)
-        return APPLIED_ANNOTATION in stored["metadata"].get("annotations", {})
-
-    procs.wait_for(served, "the webhook serving the dataset policies", timeout=60, interval=0.5)
-    return json.loads(create(obj, namespace).stdout)
-
-
-def phase(kubectl: Kubectl, namespace: str, name: str, want: str) -> dict[str, Any] | None:
-    pod = kubectl.json("get", "pod", name, "-n", namespace)
-    return pod if pod["status"].get("phase") == want else None
-
-
 def test_a_dataset_is_prefetched_by_the_init_container_then_found_by_the_next_pod(
     cluster: Cluster,
     kubectl: Kubectl,
@@ -144,7 +123,7 @@ def test_a_dataset_is_prefetched_by_the_init_container_then_found_by_the_next_po
     label = f"{DATASET_PREFIX}{name}"
     before = len(s3.requests)
 
-    created = create_mutated(create, worker_pod("first", POLICY, pinned=True), namespace)
+    created = json.loads(create(worker_pod("first", POLICY, pinned=True), namespace).stdout)
     (init,) = created["spec"]["initContainers"]
     assert init["command"][:2] == ["topoplace-agent", "prefetch"]
     pod = procs.wait_for(
@@ -171,7 +150,7 @@ def test_a_dataset_is_prefetched_by_the_init_container_then_found_by_the_next_po
 
     # The next pod, not pinned: the label draws it to that node, and the data is there.
     hit_from = len(s3.requests)
-    create_mutated(create, worker_pod("second", POLICY, pinned=False), namespace)
+    create(worker_pod("second", POLICY, pinned=False), namespace)
     pod = procs.wait_for(
         lambda: phase(kubectl, namespace, "second", "Running"),
         "the second worker Running",
@@ -192,7 +171,7 @@ def test_a_source_that_does_not_exist_fails_the_pod_with_the_prefetch_reason(
     s3_secret: None,
 ) -> None:
     name = f"{dataset['name']}-x"
-    create_mutated(create, worker_pod("nowhere", f"{POLICY}-missing", pinned=True), namespace)
+    create(worker_pod("nowhere", f"{POLICY}-missing", pinned=True), namespace)
     # restartPolicy Never: the failed init container fails the pod (Init:Error), no retry.
     pod = procs.wait_for(
         lambda: phase(kubectl, namespace, "nowhere", "Failed"),
@@ -258,7 +237,7 @@ def test_a_version_in_use_is_never_evicted_and_goes_once_its_pod_is_gone(
     s3.put_tree(bucket, "other/v1/", {"a.bin": b"a" * 4096})
     version = Path(cluster.nodes[NODE]["datasets"]) / name / "v1"
     label = f"{DATASET_PREFIX}{name}"
-    create_mutated(create, worker_pod("reader", POLICY, pinned=True), namespace)
+    create(worker_pod("reader", POLICY, pinned=True), namespace)
     procs.wait_for(
         lambda: phase(kubectl, namespace, "reader", "Running"), "the reader Running", timeout=90
     )

@@ -4,7 +4,6 @@ command does not exist fails with a reason `kubectl describe` shows."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -12,30 +11,11 @@ from e2e import procs
 from e2e.kube import Kubectl
 from e2e.topoplace.containers import kill_container, restart_count
 from e2e.topoplace.install import agent_pods, pods_of, wait_webhook_ready
+from tests.e2e.helpers import admitted, phase
 from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 NAMESPACE = "topoplace-system"
-
-
-def probe() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "probe-",
-            "labels": {"topoplace.io/policy": "single-numa-partial"},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                    "resources": {"limits": {"nvidia.com/gpu": 1}},
-                }
-            ]
-        },
-    }
 
 
 def test_a_killed_webhook_replica_is_restarted_while_the_other_mutates_every_pod(
@@ -46,13 +26,13 @@ def test_a_killed_webhook_replica_is_restarted_while_the_other_mutates_every_pod
     mutated = []
     restarted = False
     while not restarted:  # admissions all the while the kubelet brings it back
-        stored = json.loads(create(probe(), namespace, "--dry-run=server").stdout)
+        stored = admitted(create, namespace)
         mutated.append(APPLIED_ANNOTATION in stored["metadata"].get("annotations", {}))
         pod = kubectl.json("get", "pod", victim, "-n", NAMESPACE)
         restarted = restart_count(pod, "serve") == before + 1
         assert len(mutated) < 2000, "the kubelet did not restart the killed container"
     wait_webhook_ready(kubectl, 2)
-    stored = json.loads(create(probe(), namespace, "--dry-run=server").stdout)
+    stored = admitted(create, namespace)
     mutated.append(APPLIED_ANNOTATION in stored["metadata"].get("annotations", {}))
     assert all(mutated), f"{mutated.count(False)} of {len(mutated)} admissions fell open"
 
@@ -72,11 +52,7 @@ def test_a_container_of_our_image_with_no_such_command_fails_saying_so(
     }
     create(pod, namespace)
     failed = procs.wait_for(
-        lambda: (
-            (p := kubectl.json("get", "pod", "typo", "-n", namespace))["status"].get("phase")
-            == "Failed"
-            and p
-        ),
+        lambda: phase(kubectl, namespace, "typo", "Failed"),
         "the pod with a missing command to fail",
         timeout=60,
     )
@@ -87,7 +63,7 @@ def test_a_container_of_our_image_with_no_such_command_fails_saying_so(
     described = kubectl("describe", "pod", "typo", "-n", namespace)
     assert "topoplace-agnet" in described and "not found" in described
     # The node and the cluster go on: an opted-in pod is still mutated.
-    stored = json.loads(create(probe(), namespace, "--dry-run=server").stdout)
+    stored = admitted(create, namespace)
     assert APPLIED_ANNOTATION in stored["metadata"].get("annotations", {})
 
 

@@ -16,56 +16,26 @@ import pytest
 
 from e2e import procs
 from e2e.cluster import Cluster
-from e2e.kube import Kubectl, get_url
+from e2e.kube import Kubectl
 from e2e.topoplace.containers import kill_container
 from e2e.topoplace.install import pods_of
-from tests.e2e.helpers import patch_policies
+from tests.e2e.helpers import admitted, patch_policies, webhook_ips, webhook_metrics
 from webhook.certs.keys import KeyPair, make_serving_cert
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 KEY = "single-numa-partial.yaml"
-METRICS_PORT = 9102  # `serve --metrics-port=9102`, as in the Deployment
-
-
-def probe(name: str = "probe") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": f"{name}-",
-            "labels": {"topoplace.io/policy": "single-numa-partial"},
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                    "resources": {"limits": {"nvidia.com/gpu": 2}},
-                }
-            ]
-        },
-    }
-
-
-def admitted(create: Callable[..., Any], namespace: str) -> dict[str, Any]:
-    """What a dry-run create stores: the webhook's answer, leaving nothing behind."""
-    return json.loads(create(probe(), namespace, "--dry-run=server").stdout)
 
 
 def worker_env(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env", [])}
 
 
-def webhook_ips(kubectl: Kubectl) -> list[str]:
-    return [p["status"]["podIP"] for p in pods_of(kubectl, "topoplace-webhook")]
-
-
 def metric(kubectl: Kubectl, name: str, labels: str = "") -> float:
     """The metric summed over the webhook replicas, each scraped on its own pod IP."""
     pattern = re.compile(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", re.M)
     total = 0.0
-    for ip in webhook_ips(kubectl):
-        found = pattern.search(get_url(f"http://{ip}:{METRICS_PORT}/metrics"))
+    for text in webhook_metrics(kubectl):
+        found = pattern.search(text)
         total += float(found.group(1)) if found else 0.0
     return total
 
