@@ -12,3 +12,9 @@ HELM_VERSION=v3.22.0
 e2e_helm_dir() {
   echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/helm-$HELM_VERSION/bin"
 }
+# Kyverno, a peer of our webhook in `make bench-e2e` only (never in CI): its admission
+# controller built from the Go module proxy through the wrapper module e2e/go/kyverno.
+KYVERNO_VERSION=v1.19.1
+e2e_kyverno_dir() {
+  echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/kyverno-$KYVERNO_VERSION/bin"
+}
