@@ -27,6 +27,7 @@ from aiohttp import web
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
+from webhook.server.answer_cache import CachedAdmitter
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
@@ -85,6 +86,7 @@ class WebhookState:
     in_flight: int = 0
     drained: asyncio.Event | None = None
     nodes: NodeCache | None = None
+    templates: TemplateCache | None = None
 
 
 STATE = web.AppKey("topoplace_state", WebhookState)
@@ -211,8 +213,20 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     settings = (
         replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
     )
-    admitter = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
-    state = WebhookState(admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes)
+    engine = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
+
+    def stamp() -> tuple[object, ...]:
+        # Everything an answer depends on besides the request (answer_cache.py).
+        return (
+            store.current,
+            nodes.stamp() if nodes is not None else None,
+            templates.generation if templates is not None else None,
+        )
+
+    admitter = CachedAdmitter(engine, stamp)
+    state = WebhookState(
+        admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes, templates=templates
+    )
     app = make_app(state)
 
     async def background(_app: web.Application) -> AsyncIterator[None]:

@@ -79,6 +79,12 @@ class NodeCache:
         self._answers: dict[bytes, tuple[NodeIndex, int, tuple[str, ...]]] = {}
 
     # --- admission side: never waits, never raises ----------------------------------------
+    def stamp(self) -> tuple[bool, NodeIndex, int]:
+        """Changes whenever `check` could answer differently: the first list, a relist (a
+        new index), a node event that moved a verdict (the index's generation)."""
+        index = self.index
+        return (self.ready, index, index.generation)
+
     def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[str]:
         """The fit warnings for a mutated pod: none when it fits somewhere with the pairs it
         asks for, the cache is cold or no policy applied."""

@@ -38,6 +38,8 @@ class TemplateCache:
         self.ready = False
         self.names: frozenset[tuple[str, str]] = frozenset()
         self.resource_version = ""
+        # Bumped whenever `lookup` could answer differently (admission caches compare it).
+        self.generation = 0
         self._backoff = backoff or Backoff()
         self._sleep = sleep
 
@@ -87,9 +89,11 @@ class TemplateCache:
             resource.list_resource_claim_template_for_all_namespaces,
             label_selector=MANAGED_SELECTOR,
         )
-        self.names = frozenset(_key(item) for item in items)
+        self._set(frozenset(_key(item) for item in items))
         self.resource_version = version
-        self.ready = True
+        if not self.ready:
+            self.ready = True
+            self.generation += 1
 
     async def _watch(self, resource: Any) -> None:
         response = await resource.list_resource_claim_template_for_all_namespaces(
@@ -110,14 +114,19 @@ class TemplateCache:
         finally:
             response.release()
 
+    def _set(self, names: frozenset[tuple[str, str]]) -> None:
+        if names != self.names:
+            self.names = names
+            self.generation += 1
+
     def _apply(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
             raise ApiError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
         if kind in ("ADDED", "MODIFIED"):
-            self.names = self.names | {_key(obj)}
+            self._set(self.names | {_key(obj)})
         elif kind == "DELETED":
-            self.names = self.names - {_key(obj)}
+            self._set(self.names - {_key(obj)})
         elif kind != "BOOKMARK":
             raise ValueError(f"unknown watch event type {kind!r}")
         version = (obj.get("metadata") or {}).get("resourceVersion")

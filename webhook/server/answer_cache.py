@@ -1,0 +1,130 @@
+"""Answers for alike pods, computed once: the pods of one Job reach the webhook as copies.
+
+`CachedAdmitter` wraps the `PolicyAdmitter` (the `Admitter` protocol on both sides). For an
+opted-in Pod CREATE it keys the request by everything the answer is made from — the
+namespace, the policy label, the parts of the annotations the engine reads and the whole
+spec but `hostname` (the Job controller sets it per pod; nothing reads it) — and keeps the
+answer, minus the request's uid, with the *stamp* it was made under. The stamp is what else
+the answer depends on: the serving policy set, the node cache's index and generation, the
+claim-template cache's generation. An entry is used only while the stamp is the same, so a
+policy reload, a node change or a template change makes the next admission compute afresh.
+
+Only answers the engine made are kept (`mutated`, `unchanged`, `denied`): a fail-open answer
+or a malformed pod always goes through the engine again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from webhook import jsonio
+from webhook.server.admission import Admission, Admitter
+from webhook.server.review import (
+    API_VERSION,
+    KIND,
+    AdmissionResponse,
+    AdmissionReviewOut,
+    ReviewRequest,
+)
+from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
+
+__all__ = ["DEFAULT_MAX_ENTRIES", "CachedAdmitter", "Stamp", "request_key"]
+
+DEFAULT_MAX_ENTRIES: Final = 512  # an entry is about the pod's size (key) plus its patch
+_KEPT: Final = frozenset({"mutated", "unchanged", "denied"})
+# annotations missing, JSON null, or an object: the patch adds the map, replaces the null,
+# or adds one key to the map (the other keys are the user's and never in the patch).
+_MISSING, _NULL, _MAP = 0, 1, 2
+
+Stamp = Callable[[], Hashable]
+
+
+def request_key(request: ReviewRequest) -> bytes | None:
+    """The cache key of an opted-in Pod CREATE; None for anything the cache leaves alone."""
+    pod = request.object
+    if pod is None or not request.is_pod_create:
+        return None
+    meta = pod.get("metadata") or {}
+    policy = (meta.get("labels") or {}).get(POLICY_LABEL)
+    if policy is None:
+        return None
+    namespace = request.namespace or meta.get("namespace") or ""  # as PolicyAdmitter reads it
+    annotations = meta.get("annotations", _MISSING)
+    if annotations is _MISSING:
+        shape: tuple[object, ...] = (_MISSING,)
+    elif annotations is None:
+        shape = (_NULL,)
+    else:
+        shape = (_MAP, annotations.get(APPLIED_ANNOTATION), MIRROR_ANNOTATION in annotations)
+    spec = pod.get("spec")
+    if type(spec) is dict and "hostname" in spec:
+        spec = {k: v for k, v in spec.items() if k != "hostname"}
+    try:
+        return jsonio.dumps((namespace, policy, shape, spec))
+    except TypeError:  # not JSON-shaped: leave it to the engine
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    stamp: Hashable
+    response: dict[str, Any]  # the AdmissionResponse without its uid; never mutated
+    outcome: Any
+    policy: str | None
+    patch_ops: int
+
+
+class CachedAdmitter:
+    """`inner`'s answers, reused for requests with the same key while `stamp()` holds."""
+
+    def __init__(
+        self, inner: Admitter, stamp: Stamp, *, max_entries: int = DEFAULT_MAX_ENTRIES
+    ) -> None:
+        self._inner = inner
+        self._stamp = stamp
+        self._max = max_entries
+        self._entries: dict[bytes, _Entry] = {}
+        self.hits = 0  # tests and benchmarks read these
+        self.misses = 0
+
+    def admit(self, request: ReviewRequest) -> Admission:
+        key = request_key(request)
+        if key is None:
+            return self._inner.admit(request)
+        stamp = self._stamp()
+        entry = self._entries.get(key)
+        if entry is not None and entry.stamp == stamp:
+            self.hits += 1
+            return self._reuse(entry, request)
+        self.misses += 1
+        admission = self._inner.admit(request)  # MalformedReview propagates: nothing kept
+        if admission.outcome in _KEPT:
+            if len(self._entries) >= self._max:
+                self._entries.clear()  # many different pods, or many changes: start over
+            response = {k: v for k, v in admission.review["response"].items() if k != "uid"}
+            self._entries[key] = _Entry(
+                stamp, response, admission.outcome, admission.policy, admission.patch_ops
+            )
+        return admission
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    @staticmethod
+    def _reuse(entry: _Entry, request: ReviewRequest) -> Admission:
+        response: AdmissionResponse = {"uid": request.uid, **entry.response}  # type: ignore[typeddict-item]
+        review: AdmissionReviewOut = {"apiVersion": API_VERSION, "kind": KIND, "response": response}
+        meta = (request.object or {}).get("metadata") or {}
+        # As PolicyAdmitter names it (the access log): controllers' pods have generateName.
+        name = meta.get("name") or meta.get("generateName") or request.name
+        namespace = request.namespace or meta.get("namespace") or ""
+        return Admission(
+            review,
+            entry.outcome,
+            entry.policy,
+            entry.patch_ops,
+            name if isinstance(name, str) else "",
+            namespace,
+        )
