@@ -87,7 +87,8 @@ def _secret_name(value: str) -> str:
     labels = value.split(".")
     if len(value) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in labels):
         raise ValueError(
-            f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', at most 253"
+            f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', "
+            "at most 253"
         )
     return value
 
