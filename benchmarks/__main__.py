@@ -44,7 +44,7 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
     "memory": ("Memory", "benchmarks.bench_memory", "run_memory_bench"),
     # Not in the default run: it needs the real control plane (make bench-e2e).
     "e2e": (
-        "Pod create through the real kube-apiserver: webhook called vs skipped",
+        "Pod create through the real kube-apiserver: our webhook next to its peers",
         "benchmarks.bench_e2e",
         "run_e2e_bench",
     ),

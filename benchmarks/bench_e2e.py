@@ -1,14 +1,20 @@
-"""Pod create latency through the real kube-apiserver, with our webhook called and without.
+"""Pod create latency through the real kube-apiserver: our webhook next to its peers.
 
-The same pod is created over one keep-alive HTTPS connection, once opted in (the API server
-calls the webhook, which mutates it) and once without the opt-in label (the webhook's
-objectSelector skips it), alternating A-B-B-A so drift on this noisy machine hits both alike.
+The same pod is created over one keep-alive HTTPS connection along each path, the paths
+interleaved in every round (their order rotating) so drift on this noisy machine hits all
+alike: (a) no mutation (no opt-in label: our webhook's objectSelector skips it); (b) our
+webhook; (c) a MutatingAdmissionPolicy writing the same patch in CEL inside the API server,
+the floor (peers/map_policy.py says what it cannot express); (d) Kyverno's admission
+controller writing the same patch (peers/kyverno.py), when e2e/build-kyverno.sh built it;
+otherwise the results say why. The patch the peers write is our engine's answer for this pod,
+and each peer's first pod is checked to come back mutated exactly as ours does.
 The pods name a scheduler that does not exist, so kube-scheduler leaves them alone and the
 figures are admission plus storage only. Uses a running `make cluster`, or starts one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import http.client
 import json
@@ -18,13 +24,21 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from benchmarks.peers.kyverno import kyverno_binary, kyverno_policy, running_kyverno
+from benchmarks.peers.map_policy import PEER_LABEL, map_objects
 from e2e import procs
 from e2e.cluster import Cluster, load
+from webhook.engine.recipe import mutate
+from webhook.policy.loader import load_policy_dir
 
 __all__ = ["run_e2e_bench", "running_cluster"]
+
+_REPO = Path(__file__).resolve().parent.parent
+_PEER_NAME = "topoplace-bench-peer"
 
 PODS = 300  # per path, after warm-up
 WARMUP = 20
@@ -68,7 +82,9 @@ def _connection(cluster: Cluster) -> http.client.HTTPSConnection:
     return http.client.HTTPSConnection(url.hostname, url.port, context=context)
 
 
-def _create(conn: http.client.HTTPSConnection, namespace: str, body: bytes) -> float:
+def _create(
+    conn: http.client.HTTPSConnection, namespace: str, body: bytes, *, keep: list[Any] | None = None
+) -> float:
     started = time.perf_counter()
     conn.request(
         "POST",
@@ -81,6 +97,8 @@ def _create(conn: http.client.HTTPSConnection, namespace: str, body: bytes) -> f
     elapsed = time.perf_counter() - started
     if response.status != 201:
         raise RuntimeError(f"pod create answered {response.status}: {payload[:300]!r}")
+    if keep is not None:
+        keep.append(json.loads(payload))
     return elapsed * 1000
 
 
@@ -89,7 +107,56 @@ def _percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run_e2e_bench() -> list[dict[str, Any]]:
+def _our_patch(namespace: str) -> list[dict[str, Any]]:
+    """What our engine writes for POD with the policies the cluster serves (policies/)."""
+    result = mutate(copy.deepcopy(POD), namespace, load_policy_dir(_REPO / "policies"))
+    if not result.patch:
+        raise RuntimeError("the bench pod got no patch from the shipped policies")
+    return result.patch
+
+
+def _bodies(peers: list[str]) -> dict[str, bytes]:
+    plain = copy.deepcopy(POD)
+    del plain["metadata"]["labels"]["topoplace.io/policy"]
+    bodies = {"none": json.dumps(plain).encode(), "webhook": json.dumps(POD).encode()}
+    for peer in peers:
+        labelled = copy.deepcopy(plain)
+        labelled["metadata"]["labels"][PEER_LABEL] = peer
+        bodies[peer] = json.dumps(labelled).encode()
+    return bodies
+
+
+def _mutated(pod: dict[str, Any]) -> tuple[Any, ...]:
+    """What a mutation changed, to compare peers with ours."""
+    spec = pod["spec"]
+    applied = (pod["metadata"].get("annotations") or {}).get("topoplace.io/applied")
+    trainer = spec["containers"][0]
+    return (
+        applied,
+        spec.get("affinity"),
+        trainer.get("resources"),
+        trainer.get("command"),
+        trainer.get("env"),
+        spec.get("initContainers"),
+    )
+
+
+def _wait_mutating(
+    conn: http.client.HTTPSConnection, namespace: str, body: bytes, peer: str
+) -> dict[str, Any]:
+    """Create `peer`'s pod until it comes back mutated (a policy takes a moment to load)."""
+    deadline = time.monotonic() + 120
+    while True:
+        created: list[Any] = []
+        _create(conn, namespace, body, keep=created)
+        if (created[0]["metadata"].get("annotations") or {}).get("topoplace.io/applied"):
+            return created[0]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{peer}: pods still come back unmutated after 120 s")
+        time.sleep(0.5)
+
+
+def run_e2e_bench() -> dict[str, list[dict[str, Any]]]:
     cluster, started_here = running_cluster()
     k = cluster.kubectl
     namespace = f"ml-bench-{secrets.token_hex(3)}"
@@ -98,43 +165,119 @@ def run_e2e_bench() -> list[dict[str, Any]]:
         lambda: k.run("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
         f"serviceaccount default in {namespace}",
     )
-    plain = copy.deepcopy(POD)
-    del plain["metadata"]["labels"]["topoplace.io/policy"]
-    bodies = {"webhook": json.dumps(POD).encode(), "none": json.dumps(plain).encode()}
-    samples: dict[str, list[float]] = {"webhook": [], "none": []}
+    patch = _our_patch(namespace)
+    notes: list[str] = []
+    with contextlib.ExitStack() as stack:
+        peers = ["map"]
+        k.apply(map_objects(_PEER_NAME, patch))
+        stack.callback(
+            k.run,
+            "delete",
+            "mutatingadmissionpolicybinding,mutatingadmissionpolicy",
+            _PEER_NAME,
+            check=False,
+        )
+        binary, version = kyverno_binary()
+        if binary is None:
+            notes.append(f"Kyverno: no row. {version}")
+        else:
+            try:
+                stack.enter_context(
+                    running_kyverno(
+                        k,
+                        Path(cluster.info["kubeconfig"]),
+                        binary,
+                        version,
+                        cluster.state / "kyverno.log",
+                    )
+                )
+                k.apply(kyverno_policy(_PEER_NAME, patch))
+                stack.callback(k.run, "delete", "clusterpolicy", _PEER_NAME, check=False)
+                peers.append("kyverno")
+            except (RuntimeError, subprocess.CalledProcessError) as exc:
+                notes.append(f"Kyverno {version}: no row; it did not come up: {exc}")
+        samples = _measure(cluster, namespace, peers)
+    k.run("delete", "namespace", namespace, "--wait=false", check=False)
+    if started_here:
+        subprocess.run([sys.executable, "-m", "e2e.cluster", "down"], check=False)
+    result = {
+        "e2e": _table(samples, peers),
+        "Added latency, ours ÷ peer": _ratios(samples, peers),
+    }
+    if notes:
+        result["Peers without a row"] = [{"peer": n.split(":", 1)[0], "why": n} for n in notes]
+    return result
+
+
+def _measure(cluster: Cluster, namespace: str, peers: list[str]) -> dict[str, list[float]]:
+    bodies = _bodies(peers)
+    paths = list(bodies)
     conn = _connection(cluster)
     try:
+        ours = _wait_mutating(conn, namespace, bodies["webhook"], "webhook")
+        for peer in peers:
+            theirs = _wait_mutating(conn, namespace, bodies[peer], peer)
+            if _mutated(theirs) != _mutated(ours):
+                raise RuntimeError(f"{peer} wrote another pod than ours: {_mutated(theirs)}")
+        samples: dict[str, list[float]] = {p: [] for p in paths}
         for i in range(WARMUP + PODS):
-            order = ("webhook", "none") if i % 2 == 0 else ("none", "webhook")
-            for path in order:
+            shift = i % len(paths)
+            for path in paths[shift:] + paths[:shift]:
                 ms = _create(conn, namespace, bodies[path])
                 if i >= WARMUP:
                     samples[path].append(ms)
     finally:
         conn.close()
-        # Unscheduled pods go at once with their namespace (no kubelet to wait for).
-        k.run("delete", "namespace", namespace, "--wait=false", check=False)
-        if started_here:
-            subprocess.run([sys.executable, "-m", "e2e.cluster", "down"], check=False)
-    rows: list[dict[str, Any]] = []
-    for path, label in (
-        ("webhook", "opted in: our webhook called"),
-        ("none", "not opted in: webhook skipped"),
-    ):
+    return samples
+
+
+_LABELS = {
+    "none": "(a) no mutation",
+    "webhook": "(b) Topoplace webhook",
+    "map": "(c) MutatingAdmissionPolicy (CEL, same patch)",
+    "kyverno": "(d) Kyverno admission controller (same patch)",
+}
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    return {
+        "p50 ms": statistics.median(samples),
+        "p99 ms": _percentile(samples, 0.99),
+        "p99.9 ms": _percentile(samples, 0.999),
+    }
+
+
+def _table(samples: dict[str, list[float]], peers: list[str]) -> list[dict[str, Any]]:
+    floor = _stats(samples["none"])
+    rows = []
+    for path in ["none", "webhook", *peers]:
+        stats = _stats(samples[path])
         rows.append(
             {
-                "pod create": label,
+                "pod create": _LABELS[path],
                 "pods": len(samples[path]),
-                "p50 ms": statistics.median(samples[path]),
-                "p99 ms": _percentile(samples[path], 0.99),
+                **stats,
+                "added p50 ms": stats["p50 ms"] - floor["p50 ms"],
+                "added p99 ms": stats["p99 ms"] - floor["p99 ms"],
             }
         )
-    rows.append(
-        {
-            "pod create": "added by the webhook",
-            "pods": "",
-            "p50 ms": rows[0]["p50 ms"] - rows[1]["p50 ms"],
-            "p99 ms": rows[0]["p99 ms"] - rows[1]["p99 ms"],
-        }
-    )
     return rows
+
+
+def _ratios(samples: dict[str, list[float]], peers: list[str]) -> list[dict[str, Any]]:
+    rows = _table(samples, peers)
+    by = {path: row for path, row in zip(["none", "webhook", *peers], rows, strict=True)}
+    out = []
+    for peer, goal in (("kyverno", "≤ 1.0"), ("map", "distance to the floor")):
+        if peer not in by:
+            continue
+        ours, theirs = by["webhook"], by[peer]
+        out.append(
+            {
+                "ratio": f"ours ÷ {'Kyverno' if peer == 'kyverno' else 'MAP'}",
+                "added p50": ours["added p50 ms"] / theirs["added p50 ms"],
+                "added p99": ours["added p99 ms"] / theirs["added p99 ms"],
+                "goal": goal,
+            }
+        )
+    return out

@@ -22,6 +22,8 @@ if [ "$wanted" != "$KYVERNO_VERSION" ]; then
   echo "e2e/go/kyverno/go.mod requires kyverno $wanted, versions.sh says $KYVERNO_VERSION" >&2
   exit 1
 fi
+# The bench records why when there is no binary: keep this build's output beside it.
+exec > >(tee "$bin/build.log") 2>&1
 export CGO_ENABLED=0
 export GOFLAGS=-mod=readonly
 start=$(date +%s)
