@@ -16,6 +16,8 @@ from typing import Literal
 
 import orjson
 
+from common.logbatch import BatchingStreamHandler
+
 __all__ = ["LogFormat", "add_logging_arguments", "configure_logging"]
 
 LogFormat = Literal["text", "json"]
@@ -116,7 +118,7 @@ def configure_logging(level: str = "info", fmt: LogFormat = "text") -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = logging.StreamHandler(sys.stderr)
+    handler = BatchingStreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -1,0 +1,87 @@
+"""Log lines of one event-loop turn reach the stream in one write, in order; a warning, a
+line logged outside a loop, and exit never wait."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import subprocess
+import sys
+
+from common.logbatch import BatchingStreamHandler
+from common.logsetup import configure_logging
+
+
+class CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def logger_to(stream: CountingStream) -> logging.Logger:
+    handler = BatchingStreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger(f"test.logbatch.{id(stream)}")
+    logger.handlers[:] = [handler]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger
+
+
+async def test_one_turns_lines_are_one_write_and_a_warning_goes_at_once() -> None:
+    stream = CountingStream()
+    log = logger_to(stream)
+    for i in range(5):
+        log.info("line %d", i)
+    assert stream.getvalue() == ""  # still this turn
+    await asyncio.sleep(0)  # the turn ends
+    assert stream.getvalue() == "".join(f"INFO line {i}\n" for i in range(5))
+    assert stream.writes == 1
+    log.info("before")
+    log.warning("now")
+    assert stream.getvalue().endswith("INFO before\nWARNING now\n")  # nothing waits on it
+
+
+def test_without_a_loop_each_line_is_written_at_once() -> None:
+    stream = CountingStream()
+    logger_to(stream).info("alone")
+    assert stream.getvalue() == "INFO alone\n"
+
+
+def test_what_is_pending_at_exit_is_written() -> None:
+    code = (
+        "import asyncio, logging\n"
+        "from common.logsetup import configure_logging\n"
+        "configure_logging('info', 'json')\n"
+        "async def main():\n"
+        "    logging.getLogger('x').info('last words', extra={'n': 1})\n"
+        "    raise SystemExit(0)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    line = json.loads(done.stderr.strip().splitlines()[-1])
+    assert (line["msg"], line["n"], line["logger"]) == ("last words", 1, "x")
+
+
+def test_json_lines_keep_their_fields_and_non_json_values() -> None:
+    stream = CountingStream()
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, logging.logThreads, logging.logProcesses)
+    try:
+        configure_logging("info", "json")
+        handler = root.handlers[0]
+        assert isinstance(handler, BatchingStreamHandler)
+        handler.setStream(stream)
+        extra = {"big": 2**70, "path": sys.path[:0], "obj": object}
+        logging.getLogger("y").info("hi", extra=extra)
+    finally:
+        root.handlers[:], level, logging.logThreads, logging.logProcesses = saved
+        root.setLevel(level)
+    doc = json.loads(stream.getvalue())
+    assert doc["big"] == 2**70 and doc["path"] == [] and doc["obj"] == str(object)
