@@ -205,7 +205,11 @@ def _parse_usual(doc: Any) -> ReviewRequest | None:
     ):
         return None
     group, version, kind = gvk.get("group"), gvk.get("version"), gvk.get("kind")
-    if not all(v is None or type(v) is str for v in (group, version, kind)):
+    if (
+        (group is not None and type(group) is not str)
+        or (version is not None and type(version) is not str)
+        or (kind is not None and type(kind) is not str)
+    ):
         return None
     parsed = ReviewRequest(
         uid=uid,

@@ -80,6 +80,10 @@ class FakeApiServer:
     def writes(self) -> list[tuple[str, str]]:
         return [r for r in self.requests if r[0] != "GET"]
 
+    def watching(self, kind: str) -> bool:
+        """A watch on `kind` is open: events from now on reach it (earlier ones do not)."""
+        return any(watched == kind for watched, _, _ in self._watchers)
+
     def drop_watches(self) -> None:
         for _, _, queue in self._watchers:
             queue.put_nowait(None)

@@ -252,10 +252,10 @@ async def test_a_new_claim_template_is_seen_by_the_next_admission(
             templates = server.state.templates if server.state is not None else None
             assert isinstance(templates, TemplateCache)
 
-            async def listed() -> bool:
-                return templates.ready
+            async def watching() -> bool:
+                return templates.ready and fake.watching("templates")
 
-            await wait_until(listed, "the template cache's first list")
+            await wait_until(watching, "the template cache's list and watch")
             pod = gpu_pod(gpus=2, policy="p")
             first, again = await answers(client, server, pod)
             assert any("not in namespace ml-team yet" in w for w in first["response"]["warnings"])

@@ -52,7 +52,8 @@ def test_the_selector_is_the_reconcilers() -> None:
 
 async def test_follows_topoplace_templates_only(cache: tuple[FakeApiServer, TemplateCache]) -> None:
     fake, templates = cache
-    await wait_until(lambda: templates.ready, "the first list")
+    # This fake sends a watch only what happens after it opens, so wait for that.
+    await wait_until(lambda: templates.ready and fake.watching("templates"), "the watch")
     assert templates.lookup("ml-a", "topoplace-p-1gpu") is True
     assert templates.lookup("ml-a", "topoplace-p-2gpu") is False
     assert templates.lookup("ml-a", "someone-elses") is False  # not ours: not listed
