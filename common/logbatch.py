@@ -32,6 +32,16 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         if record.levelno >= logging.WARNING or not self._flush_later():
             self.flush()
 
+    def write_line(self, line: str) -> None:
+        """An INFO line formatted elsewhere (common.logsetup.log_fields), kept as emit would."""
+        self.acquire()
+        try:
+            self._pending.append(line)
+            if not self._flush_later():
+                self.flush()
+        finally:
+            self.release()
+
     def _flush_later(self) -> bool:
         if self._scheduled:
             return True

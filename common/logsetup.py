@@ -18,7 +18,7 @@ import orjson
 
 from common.logbatch import BatchingStreamHandler
 
-__all__ = ["LogFormat", "add_logging_arguments", "configure_logging"]
+__all__ = ["LogFormat", "add_logging_arguments", "configure_logging", "log_fields"]
 
 LogFormat = Literal["text", "json"]
 
@@ -63,15 +63,22 @@ class _JsonFormatter(logging.Formatter):
         self._clock = _SecondClock("%Y-%m-%dT%H:%M:%S", time.gmtime)
 
     def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, object] = {
-            "ts": f"{self._clock(record.created)}.{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
+        doc = self.head(record.created, record.msecs, record.levelname, record.name)
+        doc["msg"] = record.getMessage()
         doc.update(_extras(record))
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
+        return self.dumps(doc)
+
+    def head(self, created: float, msecs: float, level: str, name: str) -> dict[str, object]:
+        return {
+            "ts": f"{self._clock(created)}.{int(msecs):03d}Z",
+            "level": level.lower(),
+            "logger": name,
+        }
+
+    @staticmethod
+    def dumps(doc: dict[str, object]) -> str:
         try:
             # orjson: the webhook writes one access line per admission, and the stdlib
             # encoder was most of that line's cost. Compact, UTF-8, as json.dumps would be
@@ -111,6 +118,56 @@ class _TextFormatter(logging.Formatter):
         if extras:
             line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
         return line
+
+
+def _direct_handler(
+    logger: logging.Logger,
+) -> tuple[BatchingStreamHandler, _JsonFormatter] | None:
+    """The JSON handler configure_logging installed, when an INFO record of `logger` would
+    reach it and nothing else: no handler or filter on the way, none beside it."""
+    node: logging.Logger | None = logger
+    root = logging.root
+    while node is not None and node is not root:
+        if node.handlers or node.filters or node.disabled or not node.propagate:
+            return None
+        node = node.parent  # type: ignore[assignment]
+    if root.filters or len(root.handlers) != 1:
+        return None
+    handler = root.handlers[0]
+    formatter = handler.formatter
+    if (
+        type(handler) is not BatchingStreamHandler
+        or handler.filters
+        or handler.level > logging.INFO
+        or not isinstance(formatter, _JsonFormatter)
+        or type(formatter) is not _JsonFormatter
+    ):
+        return None
+    return handler, formatter
+
+
+def log_fields(logger: logging.Logger, msg: str, fields: dict[str, object]) -> None:
+    """`logger.info(msg, extra=fields)`, for a line written per request (the access log).
+
+    Where that record would reach only configure_logging's JSON handler (the usual case in
+    `serve`), the same line is written from `fields` directly: building, routing and
+    formatting a LogRecord was most of a line's cost. Anywhere else (text format, another
+    handler, a filter, pytest's capture) it is an ordinary record.
+    """
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    direct = _direct_handler(logger)
+    if direct is None:
+        # No source path: such a line has no use for one, and splitting it costs.
+        record = logger.makeRecord(logger.name, logging.INFO, "", 0, msg, (), None, extra=fields)
+        logger.handle(record)
+        return
+    handler, formatter = direct
+    created = time.time()
+    doc = formatter.head(created, (created - int(created)) * 1000, "INFO", logger.name)
+    doc["msg"] = msg
+    doc.update(fields)
+    handler.write_line(formatter.dumps(doc))
 
 
 def configure_logging(level: str = "info", fmt: LogFormat = "text") -> None:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from common.logbatch import BatchingStreamHandler
-from common.logsetup import configure_logging
+from common.logsetup import configure_logging, log_fields
 
 
 class CountingStream(io.StringIO):
@@ -85,3 +85,26 @@ def test_json_lines_keep_their_fields_and_non_json_values() -> None:
         root.setLevel(level)
     doc = json.loads(stream.getvalue())
     assert doc["big"] == 2**70 and doc["path"] == [] and doc["obj"] == str(object)
+
+
+def test_a_field_line_is_the_line_a_record_would_be() -> None:
+    """log_fields writes directly only where that is invisible: same JSON as a record."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, logging.logThreads, logging.logProcesses)
+    direct, via_record = CountingStream(), CountingStream()
+    try:
+        configure_logging("info", "json")
+        handler = root.handlers[0]
+        handler.setStream(direct)
+        fields = {"uid": "u-1", "patch_ops": 12, "dry_run": False, "latency_ms": 0.25}
+        log_fields(logging.getLogger("webhook.access"), "admission", fields)
+        handler.flush()
+        handler.setStream(via_record)
+        logging.getLogger("webhook.access").info("admission", extra=fields)
+        handler.flush()
+    finally:
+        root.handlers[:], level, logging.logThreads, logging.logProcesses = saved
+        root.setLevel(level)
+    one, two = json.loads(direct.getvalue()), json.loads(via_record.getvalue())
+    assert one.pop("ts")[:16] == two.pop("ts")[:16]  # the same minute
+    assert one == two == {"level": "info", "logger": "webhook.access", "msg": "admission", **fields}
