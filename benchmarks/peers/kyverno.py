@@ -45,7 +45,7 @@ def kyverno_binary() -> tuple[Path | None, str]:
     if binary.is_file():
         return binary, info["version"]
     log = Path(info["bin"]) / "build.log"
-    why = log.read_text()[-1500:] if log.is_file() else "e2e/build-kyverno.sh has not run"
+    why = log.read_text()[-1500:] if log.is_file() else "e2e/build-kyverno.sh has not finished"
     return None, f"kyverno {info['version']} not built: {why}"
 
 
