@@ -23,7 +23,9 @@ PEER_LABEL = "bench.topoplace.io/peer"
 def cel_literal(value: Any) -> str:
     """A CEL expression for a JSON value (strings as JSON writes them: CEL reads those)."""
     if isinstance(value, dict):
-        items = ", ".join(f"{json.dumps(str(k))}: {cel_literal(v)}" for k, v in value.items())
+        # CEL map literals are typed by their values: dyn() lets one map hold a string
+        # beside a list (a matchExpression), as JSON does.
+        items = ", ".join(f"{json.dumps(str(k))}: dyn({cel_literal(v)})" for k, v in value.items())
         return "{" + items + "}"
     if isinstance(value, list):
         return "[" + ", ".join(cel_literal(v) for v in value) + "]"

@@ -15,7 +15,8 @@ from benchmarks.peers.map_policy import PEER_LABEL, cel_literal, map_objects
 def test_cel_literals_of_json_values() -> None:
     value = {"a/b": [1, 'x"y', True, None, {"n": 2.5}], "nvidia.com/gpu": 2}
     assert (
-        cel_literal(value) == '{"a/b": [1, "x\\"y", true, null, {"n": 2.5}], "nvidia.com/gpu": 2}'
+        cel_literal(value)
+        == '{"a/b": dyn([1, "x\\"y", true, null, {"n": dyn(2.5)}]), "nvidia.com/gpu": dyn(2)}'
     )
     with pytest.raises(TypeError):
         cel_literal({1, 2})
