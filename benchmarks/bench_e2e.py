@@ -156,6 +156,20 @@ def _wait_mutating(
         time.sleep(0.5)
 
 
+def _apply_until_served(k: Any, obj: dict[str, Any], seconds: float = 180) -> None:
+    """Kyverno validates its own policies by webhook: its server may still be loading the
+    serving pair it just made (TLS alert) when its webhook is already registered."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            k.apply(obj)
+            return
+        except RuntimeError:  # kubectl's failure, with its message
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
 def run_e2e_bench() -> dict[str, list[dict[str, Any]]]:
     cluster, started_here = running_cluster()
     k = cluster.kubectl
@@ -191,7 +205,7 @@ def run_e2e_bench() -> dict[str, list[dict[str, Any]]]:
                         cluster.state / "kyverno.log",
                     )
                 )
-                k.apply(kyverno_policy(_PEER_NAME, patch))
+                _apply_until_served(k, kyverno_policy(_PEER_NAME, patch))
                 stack.callback(k.run, "delete", "clusterpolicy", _PEER_NAME, check=False)
                 peers.append("kyverno")
             except (RuntimeError, subprocess.CalledProcessError) as exc:
