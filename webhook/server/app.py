@@ -34,6 +34,7 @@ from webhook.server.response import build_response
 from webhook.server.review import MalformedReview, parse_review
 from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
+from webhook.server.workload_admission import WorkloadAdmitter
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -211,7 +212,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     settings = (
         replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
     )
-    admitter = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
+    pods = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
+    admitter = WorkloadAdmitter(pods, lambda: store.current, settings)
     state = WebhookState(admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes)
     app = make_app(state)
 
