@@ -114,7 +114,9 @@ def mutate_workload(
             denials.append(_at(where, result.denial or "refused"))
         elif result.patch:  # applied: the label goes in with the rest; never alone
             after = replace_at(after, template.path, result.pod)
-            patch.extend(prefix_patch(json_diff(template.pod, result.pod), template.pointer))
+            # With the label copied in, the engine's patch misses it: diff from the template.
+            ops = result.patch if working is template.pod else json_diff(template.pod, result.pod)
+            patch.extend(prefix_patch(ops, template.pointer))
     return WorkloadMutation(after, patch, warnings, denials, policy, count, unread)
 
 
