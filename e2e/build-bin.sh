@@ -77,4 +77,22 @@ if [ ! -d "$crds" ]; then
   [ -d "$dir/deploy/crds" ] || { echo "no deploy/crds in cert-manager module at $dir" >&2; exit 1; }
   ln -sfn "$dir/deploy/crds" "$crds"
 fi
+# Kueue: its controller manager, and its module's config/ (CRDs, webhook manifests) beside it.
+kueue=$(e2e_kueue_dir)
+if [ -x "$kueue/bin/kueue" ]; then
+  stamp "kueue $KUEUE_VERSION: cached in $kueue"
+else
+  stamp "kueue $KUEUE_VERSION: go install sigs.k8s.io/kueue/cmd/kueue (a cold build takes minutes)"
+  t0=$(date +%s)
+  rm -rf "$kueue/bin.tmp"
+  GOBIN="$kueue/bin.tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION"
+  rm -rf "$kueue/bin" && mv "$kueue/bin.tmp" "$kueue/bin"
+  stamp "kueue: built in $(( $(date +%s) - t0 ))s"
+fi
+if [ ! -d "$kueue/config" ]; then
+  dir=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir/config/components/crd/bases" ] || { echo "no CRDs in kueue module at $dir" >&2; exit 1; }
+  ln -sfn "$dir/config" "$kueue/config"
+fi
 stamp "all binaries in $bin"

@@ -1,0 +1,216 @@
+"""Kueue on the local cluster: its CRDs, its controller manager as a host process on
+127.0.0.1, and its webhooks, as its own manifests (config/components) would install them.
+
+Kueue is built from the Go module proxy by `make e2e-bin` into a cache keyed by version
+(e2e/versions.sh); its CRDs and webhook manifests come from the same module. Only what the
+e2e scenarios need changes:
+- the webhook Service is an ExternalName for 127.0.0.1 (Kueue runs on the host, not in a pod),
+  so the API server resolves it to Kueue's port there, through the same egress proxy as every
+  webhook call; the serving pair comes from the cluster's CA (no internal cert management);
+- only the webhooks of Kueue's own kinds and of the integrations enabled here (batch/job,
+  jobset.x-k8s.io/jobset), so a Pod, Deployment or StatefulSet never waits on Kueue;
+- the controller manager authenticates with the admin kubeconfig (a test cluster);
+- the visibility API server (an aggregated API) is off.
+
+The cluster gets ResourceFlavor `default-flavor` and ClusterQueue `QUEUE` with cpu, memory and
+nvidia.com/gpu quota for every namespace; a scenario adds a LocalQueue to its namespace.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e import procs
+from e2e.controlplane.pki import Pki, issue_server
+from e2e.kube import Kubectl, get_url
+
+__all__ = [
+    "CLUSTER_QUEUE",
+    "FLAVOR",
+    "NAMESPACE",
+    "QUEUE_NAME_LABEL",
+    "cluster_queue",
+    "kueue_dir",
+    "local_queue",
+    "start",
+    "webhook_configurations",
+]
+
+NAMESPACE = "kueue-system"
+SERVICE = "kueue-webhook-service"
+FLAVOR = "default-flavor"
+CLUSTER_QUEUE = "topoplace-e2e"
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+API = "kueue.x-k8s.io/v1beta2"
+# API groups whose webhooks are kept: Kueue's own kinds and the integrations enabled below.
+_GROUPS = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io"}
+_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
+REPO = Path(__file__).resolve().parents[2]
+
+Say = Callable[[str], None]
+
+
+def kueue_dir() -> Path:
+    """The cache directory of the pinned Kueue: bin/kueue and config/ (its module's)."""
+    out = subprocess.run(
+        ["bash", "-c", f". {REPO / 'e2e' / 'versions.sh'} && e2e_kueue_dir"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(out.stdout.strip())
+
+
+def cluster_queue(name: str, *, cpu: str, memory: str, gpus: int) -> dict[str, Any]:
+    """A ClusterQueue for every namespace, with one flavor and these quotas."""
+    quotas = {"cpu": cpu, "memory": memory, "nvidia.com/gpu": str(gpus)}
+    return {
+        "apiVersion": API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": list(quotas),
+                    "flavors": [
+                        {
+                            "name": FLAVOR,
+                            "resources": [
+                                {"name": k, "nominalQuota": v} for k, v in quotas.items()
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def local_queue(name: str, namespace: str, cluster_queue: str = CLUSTER_QUEUE) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
+def webhook_configurations(config: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
+    """Kueue's webhook configurations from its manifests, named as its kustomization names
+    them, pointing at our Service and port, trusting our CA, kept to `_GROUPS`."""
+    docs = [d for d in yaml.safe_load_all((config / "webhook" / "manifests.yaml").read_text()) if d]
+    bundle = base64.b64encode(ca).decode()
+    out = []
+    for doc in docs:
+        doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
+        kept = []
+        for hook in doc.get("webhooks") or []:
+            groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+            if not groups <= _GROUPS:
+                continue
+            service = hook["clientConfig"]["service"]
+            service.update(name=SERVICE, namespace=NAMESPACE, port=port)
+            hook["clientConfig"]["caBundle"] = bundle
+            kept.append(hook)
+        doc["webhooks"] = kept
+        out.append(doc)
+    return out
+
+
+def _config(directory: Path, *, webhook_port: int, probe_port: int, certs: Path) -> Path:
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"},
+        "metrics": {"bindAddress": "0"},  # off: nothing scrapes it here
+        "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(certs)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "manageJobsWithoutQueueName": False,
+        "integrations": {"frameworks": _FRAMEWORKS},
+    }
+    path = directory / "kueue-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def start(state: Path, k: Kubectl, pki: Pki, kubeconfig: Path, say: Say) -> dict[str, Any]:
+    """CRDs, controller manager, webhooks, the default queue; returns what the tests need."""
+    home = kueue_dir()
+    config = home / "config" / "components"
+    k("apply", "--server-side", "-f", str(config / "crd" / "bases"))
+    crds = [f"crd/{name}" for name in _crd_names(config)]
+    k.run("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=70)
+    directory = state / "kueue"
+    certs = directory / "certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    cert, key = issue_server(
+        pki, "kueue-webhook", (f"{SERVICE}.{NAMESPACE}.svc", SERVICE, "127.0.0.1")
+    )
+    (certs / "tls.crt").write_bytes(cert.read_bytes())
+    (certs / "tls.key").write_bytes(key.read_bytes())
+    (certs / "tls.key").chmod(0o600)
+    webhook_port, probe_port = procs.free_port(), procs.free_port()
+    k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    k.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SERVICE, "namespace": NAMESPACE},
+            "spec": {
+                "type": "ExternalName",
+                "externalName": "127.0.0.1",
+                "ports": [{"port": webhook_port, "protocol": "TCP"}],
+            },
+        }
+    )
+    path = _config(directory, webhook_port=webhook_port, probe_port=probe_port, certs=certs)
+    procs.start(
+        state,
+        "kueue",
+        [
+            str(home / "bin" / "kueue"),
+            f"--config={path}",
+            "--feature-gates=VisibilityOnDemand=false",
+        ],
+        env={"KUBECONFIG": str(kubeconfig)},
+    )
+    procs.wait_for(
+        lambda: get_url(f"http://127.0.0.1:{probe_port}/readyz").strip() == "ok",
+        "Kueue's controller manager ready",
+        timeout=120,
+        interval=0.5,
+        watch=lambda: procs.check_alive(state, "kueue"),
+    )
+    k.apply(webhook_configurations(config, webhook_port, pki.ca.read_bytes()))
+    k.apply({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}})
+    # Kueue's own webhook validates these: it answers through the Service just set up.
+    default_queue = cluster_queue(CLUSTER_QUEUE, cpu="1000", memory="8Ti", gpus=64)
+    procs.wait_for(
+        lambda: (
+            k.run("apply", "-f", "-", input=json.dumps(default_queue), check=False).returncode == 0
+        ),
+        "ClusterQueue created through Kueue's webhook",
+        timeout=60,
+        interval=0.5,
+    )
+    say(f"Kueue on 127.0.0.1:{webhook_port} (webhooks), ClusterQueue {CLUSTER_QUEUE}")
+    return {"webhook_port": webhook_port, "probe_port": probe_port, "cluster_queue": CLUSTER_QUEUE}
+
+
+def _crd_names(config: Path) -> list[str]:
+    names = []
+    for path in sorted((config / "crd" / "bases").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                names.append(doc["metadata"]["name"])
+    return names
