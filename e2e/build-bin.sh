@@ -79,6 +79,7 @@ if [ ! -d "$crds" ]; then
 fi
 # Kueue: its controller manager, and its module's config/ (CRDs, webhook manifests) beside it.
 kueue=$(e2e_kueue_dir)
+mkdir -p "$kueue"
 if [ -x "$kueue/bin/kueue" ]; then
   stamp "kueue $KUEUE_VERSION: cached in $kueue"
 else
@@ -94,5 +95,14 @@ if [ ! -d "$kueue/config" ]; then
         sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -d "$dir/config/components/crd/bases" ] || { echo "no CRDs in kueue module at $dir" >&2; exit 1; }
   ln -sfn "$dir/config" "$kueue/config"
+fi
+# JobSet's CRD, from the JobSet module Kueue's go.mod requires (no JobSet controller runs:
+# Kueue's Workloads for JobSets are checked, their pods are never created).
+if [ ! -d "$kueue/jobset-crds" ]; then
+  jobset=$(sed -n 's/^[[:space:]]*sigs\.k8s\.io\/jobset \(v[^ ]*\)$/\1/p' "$kueue/config/../go.mod")
+  dir=$(go mod download -json "sigs.k8s.io/jobset@$jobset" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir/config/components/crd/bases" ] || { echo "no CRDs in jobset module at $dir" >&2; exit 1; }
+  ln -sfn "$dir/config/components/crd/bases" "$kueue/jobset-crds"
 fi
 stamp "all binaries in $bin"

@@ -2,8 +2,9 @@
 127.0.0.1, and its webhooks, as its own manifests (config/components) would install them.
 
 Kueue is built from the Go module proxy by `make e2e-bin` into a cache keyed by version
-(e2e/versions.sh); its CRDs and webhook manifests come from the same module. Only what the
-e2e scenarios need changes:
+(e2e/versions.sh); its CRDs and webhook manifests come from the same module, and JobSet's CRD
+from the JobSet module Kueue requires (no JobSet controller runs: a JobSet's Workload is
+made and admitted, its Jobs never). Only what the e2e scenarios need changes:
 - the webhook Service is an ExternalName for 127.0.0.1 (Kueue runs on the host, not in a pod),
   so the API server resolves it to Kueue's port there, through the same egress proxy as every
   webhook call; the serving pair comes from the cluster's CA (no internal cert management);
@@ -147,11 +148,13 @@ def start(state: Path, k: Kubectl, pki: Pki, kubeconfig: Path, say: Say) -> dict
     """CRDs, controller manager, webhooks, the default queue; returns what the tests need."""
     home = kueue_dir()
     config = home / "config" / "components"
-    k("apply", "--server-side", "-f", str(config / "crd" / "bases"))
-    crds = [f"crd/{name}" for name in _crd_names(config)]
+    bases = [config / "crd" / "bases", home / "jobset-crds"]
+    for directory in bases:
+        k("apply", "--server-side", "-f", str(directory))
+    crds = [f"crd/{name}" for base in bases for name in _crd_names(base)]
     k.run("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=70)
-    directory = state / "kueue"
-    certs = directory / "certs"
+    here = state / "kueue"
+    certs = here / "certs"
     certs.mkdir(parents=True, exist_ok=True)
     cert, key = issue_server(
         pki, "kueue-webhook", (f"{SERVICE}.{NAMESPACE}.svc", SERVICE, "127.0.0.1")
@@ -173,7 +176,7 @@ def start(state: Path, k: Kubectl, pki: Pki, kubeconfig: Path, say: Say) -> dict
             },
         }
     )
-    path = _config(directory, webhook_port=webhook_port, probe_port=probe_port, certs=certs)
+    path = _config(here, webhook_port=webhook_port, probe_port=probe_port, certs=certs)
     procs.start(
         state,
         "kueue",
@@ -207,9 +210,9 @@ def start(state: Path, k: Kubectl, pki: Pki, kubeconfig: Path, say: Say) -> dict
     return {"webhook_port": webhook_port, "probe_port": probe_port, "cluster_queue": CLUSTER_QUEUE}
 
 
-def _crd_names(config: Path) -> list[str]:
+def _crd_names(directory: Path) -> list[str]:
     names = []
-    for path in sorted((config / "crd" / "bases").glob("*.yaml")):
+    for path in sorted(directory.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             if doc and doc.get("kind") == "CustomResourceDefinition":
                 names.append(doc["metadata"]["name"])

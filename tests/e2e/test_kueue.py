@@ -296,3 +296,52 @@ def test_either_webhook_order_stores_a_job_suspended_and_mutated(
     assert requests_of(template["spec"]) == requests_of(predicted["spec"]["template"]["spec"])
     assert template["metadata"]["annotations"][APPLIED_ANNOTATION].startswith(f"{POLICY}@")
     admitted_workload(kubectl, namespace, obj["metadata"]["name"])
+
+
+def test_a_jobsets_podsets_carry_the_mutated_requests(
+    kubectl: Kubectl, namespace: str, create: Create, local_queue: Callable[[str], None]
+) -> None:
+    """JobSet's CRD is installed (no JobSet controller): Kueue's Workload is checked only."""
+    local_queue(kueue.CLUSTER_QUEUE)
+    template = job("unused")["spec"]["template"]
+    obj = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "llm",
+            "labels": {kueue.QUEUE_NAME_LABEL: QUEUE, POLICY_LABEL: POLICY},
+        },
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": f"workers-{i}",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {"parallelism": 2, "completions": 2, "template": template}
+                    },
+                }
+                for i in range(2)
+            ]
+        },
+    }
+    (predicted,) = predict(kubectl, obj, namespace, REPO / "policies")
+    expected = [
+        requests_of(r["template"]["spec"]["template"]["spec"])
+        for r in predicted["spec"]["replicatedJobs"]
+    ]
+    assert all(e["cpu"] == 24 for e in expected)
+    stored = json.loads(create(obj, namespace).stdout)
+    assert stored["spec"]["suspend"] is True
+
+    def made() -> dict[str, Any] | None:
+        for item in kubectl.json("get", "workloads.kueue.x-k8s.io", "-n", namespace)["items"]:
+            owners = item["metadata"].get("ownerReferences") or []
+            if any(o["kind"] == "JobSet" and o["name"] == "llm" for o in owners):
+                return item
+        return None
+
+    found = procs.wait_for(made, "Kueue's Workload for the JobSet", timeout=60, interval=0.5)
+    pod_sets = found["spec"]["podSets"]
+    assert [p["name"] for p in pod_sets] == ["workers-0", "workers-1"]
+    assert [p["count"] for p in pod_sets] == [2, 2]
+    assert [requests_of(p["template"]["spec"]) for p in pod_sets] == expected
