@@ -127,7 +127,7 @@ def up(state: Path) -> int:
         running = wait_running(k, list(node_paths), say)
         for node, url in running["agent_metrics"].items():
             node_paths[node]["agent_metrics"] = url
-        queue = kueue.start(state, k, cp.pki, cp.admin_kubeconfig, say)
+        queue = kueue.start(state, k, cp.admin_kubeconfig, say)
     except Exception as exc:
         try:
             print(f"make cluster failed: {exc}", file=sys.stderr)

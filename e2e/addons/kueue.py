@@ -7,7 +7,9 @@ from the JobSet module Kueue requires (no JobSet controller runs: a JobSet's Wor
 made and admitted, its Jobs never). Only what the e2e scenarios need changes:
 - the webhook Service is an ExternalName for 127.0.0.1 (Kueue runs on the host, not in a pod),
   so the API server resolves it to Kueue's port there, through the same egress proxy as every
-  webhook call; the serving pair comes from the cluster's CA (no internal cert management);
+  webhook call. The serving pair and the caBundles come from Kueue's internal certificate
+  management, as with its default manifests (with it off, v0.17 insists on metrics
+  certificates at the fixed host path /etc/kueue/metrics/certs);
 - only the webhooks of Kueue's own kinds and of the integrations enabled here (batch/job,
   jobset.x-k8s.io/jobset), so a Pod, Deployment or StatefulSet never waits on Kueue;
 - the controller manager authenticates with the admin kubeconfig (a test cluster);
@@ -19,7 +21,6 @@ nvidia.com/gpu quota for every namespace; a scenario adds a LocalQueue to its na
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 from collections.abc import Callable
@@ -29,7 +30,6 @@ from typing import Any
 import yaml
 
 from e2e import procs
-from e2e.controlplane.pki import Pki, issue_server
 from e2e.kube import Kubectl, get_url
 
 __all__ = [
@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 NAMESPACE = "kueue-system"
-SERVICE = "kueue-webhook-service"
+SERVICE = "kueue-webhook-service"  # Kueue's defaults: its certificates name these
+SECRET = "kueue-webhook-server-cert"
 FLAVOR = "default-flavor"
 CLUSTER_QUEUE = "topoplace-e2e"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -104,11 +105,11 @@ def local_queue(name: str, namespace: str, cluster_queue: str = CLUSTER_QUEUE) -
     }
 
 
-def webhook_configurations(config: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
+def webhook_configurations(config: Path, port: int) -> list[dict[str, Any]]:
     """Kueue's webhook configurations from its manifests, named as its kustomization names
-    them, pointing at our Service and port, trusting our CA, kept to `_GROUPS`."""
+    them (its certificate manager fills their caBundle by those names), pointing at our
+    Service and port, kept to `_GROUPS`."""
     docs = [d for d in yaml.safe_load_all((config / "webhook" / "manifests.yaml").read_text()) if d]
-    bundle = base64.b64encode(ca).decode()
     out = []
     for doc in docs:
         doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
@@ -119,7 +120,6 @@ def webhook_configurations(config: Path, port: int, ca: bytes) -> list[dict[str,
                 continue
             service = hook["clientConfig"]["service"]
             service.update(name=SERVICE, namespace=NAMESPACE, port=port)
-            hook["clientConfig"]["caBundle"] = bundle
             kept.append(hook)
         doc["webhooks"] = kept
         out.append(doc)
@@ -135,7 +135,7 @@ def _config(directory: Path, *, webhook_port: int, probe_port: int, certs: Path)
         "metrics": {"bindAddress": "0"},  # off: nothing scrapes it here
         "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(certs)},
         "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
+        "internalCertManagement": {"enable": True},
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": _FRAMEWORKS},
     }
@@ -144,8 +144,8 @@ def _config(directory: Path, *, webhook_port: int, probe_port: int, certs: Path)
     return path
 
 
-def start(state: Path, k: Kubectl, pki: Pki, kubeconfig: Path, say: Say) -> dict[str, Any]:
-    """CRDs, controller manager, webhooks, the default queue; returns what the tests need."""
+def start(state: Path, k: Kubectl, kubeconfig: Path, say: Say) -> dict[str, Any]:
+    """CRDs, webhooks, controller manager, the default queue; returns what the tests need."""
     home = kueue_dir()
     config = home / "config" / "components"
     bases = [config / "crd" / "bases", home / "jobset-crds"]
@@ -156,37 +156,33 @@ def start(state: Path, k: Kubectl, pki: Pki, kubeconfig: Path, say: Say) -> dict
     here = state / "kueue"
     certs = here / "certs"
     certs.mkdir(parents=True, exist_ok=True)
-    cert, key = issue_server(
-        pki, "kueue-webhook", (f"{SERVICE}.{NAMESPACE}.svc", SERVICE, "127.0.0.1")
-    )
-    (certs / "tls.crt").write_bytes(cert.read_bytes())
-    (certs / "tls.key").write_bytes(key.read_bytes())
-    (certs / "tls.key").chmod(0o600)
     webhook_port, probe_port = procs.free_port(), procs.free_port()
     k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    k.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": SERVICE, "namespace": NAMESPACE},
-            "spec": {
-                "type": "ExternalName",
-                "externalName": "127.0.0.1",
-                "ports": [{"port": webhook_port, "protocol": "TCP"}],
-            },
-        }
-    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE},
+        "spec": {
+            "type": "ExternalName",
+            "externalName": "127.0.0.1",
+            "ports": [{"port": webhook_port, "protocol": "TCP"}],
+        },
+    }
+    # The Secret its certificate manager fills (config/components/internalcert), and the
+    # configurations whose caBundle it sets: both must be there before it starts.
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SECRET, "namespace": NAMESPACE},
+    }
+    k.apply([service, secret, *webhook_configurations(config, webhook_port)])
     path = _config(here, webhook_port=webhook_port, probe_port=probe_port, certs=certs)
-    procs.start(
-        state,
-        "kueue",
-        [
-            str(home / "bin" / "kueue"),
-            f"--config={path}",
-            "--feature-gates=VisibilityOnDemand=false",
-        ],
-        env={"KUBECONFIG": str(kubeconfig)},
-    )
+    argv = [
+        str(home / "bin" / "kueue"),
+        f"--config={path}",
+        "--feature-gates=VisibilityOnDemand=false",
+    ]
+    procs.start(state, "kueue", argv, env={"KUBECONFIG": str(kubeconfig)})
     procs.wait_for(
         lambda: get_url(f"http://127.0.0.1:{probe_port}/readyz").strip() == "ok",
         "Kueue's controller manager ready",
@@ -194,17 +190,16 @@ def start(state: Path, k: Kubectl, pki: Pki, kubeconfig: Path, say: Say) -> dict
         interval=0.5,
         watch=lambda: procs.check_alive(state, "kueue"),
     )
-    k.apply(webhook_configurations(config, webhook_port, pki.ca.read_bytes()))
-    k.apply({"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}})
-    # Kueue's own webhook validates these: it answers through the Service just set up.
+    # Kueue's own webhooks validate these: created once they answer through the Service.
+    flavor = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}
     default_queue = cluster_queue(CLUSTER_QUEUE, cpu="1000", memory="8Ti", gpus=64)
+    payload = json.dumps({"apiVersion": "v1", "kind": "List", "items": [flavor, default_queue]})
     procs.wait_for(
-        lambda: (
-            k.run("apply", "-f", "-", input=json.dumps(default_queue), check=False).returncode == 0
-        ),
-        "ClusterQueue created through Kueue's webhook",
-        timeout=60,
-        interval=0.5,
+        lambda: k.run("apply", "-f", "-", input=payload, check=False).returncode == 0,
+        "ResourceFlavor and ClusterQueue created through Kueue's webhooks",
+        timeout=90,
+        interval=1,
+        watch=lambda: procs.check_alive(state, "kueue"),
     )
     say(f"Kueue on 127.0.0.1:{webhook_port} (webhooks), ClusterQueue {CLUSTER_QUEUE}")
     return {"webhook_port": webhook_port, "probe_port": probe_port, "cluster_queue": CLUSTER_QUEUE}

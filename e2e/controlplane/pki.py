@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Pki", "issue_node_client", "issue_server", "make_pki"]
+__all__ = ["Pki", "issue_node_client", "make_pki"]
 
 _VALID = dt.timedelta(days=2)  # a test cluster lives for minutes to hours
 
@@ -147,17 +147,6 @@ def issue_node_client(pki: Pki, node: str) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = f"node-{node}"
     cert = _issue(_name(f"system:node:{node}", "system:nodes"), key, ca_name, ca_key, client=True)  # type: ignore[arg-type]
-    pki.cert(name).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(pki.key(name), key)
-    return pki.cert(name), pki.key(name)
-
-
-def issue_server(pki: Pki, name: str, server_names: tuple[str, ...]) -> tuple[Path, Path]:
-    """A serving pair signed by the cluster CA (an add-on's webhook server): cert, key."""
-    ca_key = serialization.load_pem_private_key(pki.key("ca").read_bytes(), password=None)
-    ca_name = x509.load_pem_x509_certificate(pki.ca.read_bytes()).subject
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = _issue(_name(name), key, ca_name, ca_key, server_names=server_names)  # type: ignore[arg-type]
     pki.cert(name).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(pki.key(name), key)
     return pki.cert(name), pki.key(name)
