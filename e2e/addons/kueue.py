@@ -150,7 +150,7 @@ def start(state: Path, k: Kubectl, kubeconfig: Path, say: Say) -> dict[str, Any]
     config = home / "config" / "components"
     bases = [config / "crd" / "bases", home / "jobset-crds"]
     for directory in bases:
-        k("apply", "--server-side", "-f", str(directory))
+        k("apply", "--server-side", "-f", str(directory.resolve()))  # kubectl: no dir links
     crds = [f"crd/{name}" for base in bases for name in _crd_names(base)]
     k.run("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=70)
     here = state / "kueue"
