@@ -148,15 +148,15 @@ def start(state: Path, k: Kubectl, kubeconfig: Path, say: Say) -> dict[str, Any]
     """CRDs, webhooks, controller manager, the default queue; returns what the tests need."""
     home = kueue_dir()
     config = home / "config" / "components"
-    bases = [config / "crd" / "bases", home / "jobset-crds"]
-    for directory in bases:
-        k("apply", "--server-side", "-f", str(directory.resolve()))  # kubectl: no dir links
-    crds = [f"crd/{name}" for base in bases for name in _crd_names(base)]
-    k.run("wait", "--for=condition=Established", "--timeout=60s", *crds, timeout=70)
+    webhook_port, probe_port = procs.free_port(), procs.free_port()
+    crds = _crds(config, webhook_port) + _crds_in(home / "jobset-crds")
+    payload = json.dumps({"apiVersion": "v1", "kind": "List", "items": crds})
+    k.run("apply", "--server-side", "-f", "-", input=payload)  # too large for client-side
+    names = [f"crd/{crd['metadata']['name']}" for crd in crds]
+    k.run("wait", "--for=condition=Established", "--timeout=60s", *names, timeout=70)
     here = state / "kueue"
     certs = here / "certs"
     certs.mkdir(parents=True, exist_ok=True)
-    webhook_port, probe_port = procs.free_port(), procs.free_port()
     k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     service = {
         "apiVersion": "v1",
@@ -205,10 +205,25 @@ def start(state: Path, k: Kubectl, kubeconfig: Path, say: Say) -> dict[str, Any]
     return {"webhook_port": webhook_port, "probe_port": probe_port, "cluster_queue": CLUSTER_QUEUE}
 
 
-def _crd_names(directory: Path) -> list[str]:
-    names = []
-    for path in sorted(directory.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "CustomResourceDefinition":
-                names.append(doc["metadata"]["name"])
-    return names
+def _crds_in(directory: Path) -> list[dict[str, Any]]:
+    return [
+        doc
+        for path in sorted(directory.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc.get("kind") == "CustomResourceDefinition"
+    ]
+
+
+def _crds(config: Path, port: int) -> list[dict[str, Any]]:
+    """Kueue's CRDs with the conversion webhooks its kustomization patches in (several API
+    versions: v1beta1 is converted by Kueue), pointing at our Service and port."""
+    out = []
+    for crd in _crds_in(config / "crd" / "bases"):
+        patch = config / "crd" / "patches" / f"webhook_in_{crd['spec']['names']['plural']}.yaml"
+        if patch.exists():
+            conversion = yaml.safe_load(patch.read_text())["spec"]["conversion"]
+            service = conversion["webhook"]["clientConfig"]["service"]
+            service.update(name=SERVICE, namespace=NAMESPACE, port=port)
+            crd["spec"]["conversion"] = conversion
+        out.append(crd)
+    return out
