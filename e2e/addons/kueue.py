@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from e2e import procs
-from e2e.kube import Kubectl, get_url
+from e2e.kube import Kubectl
 
 __all__ = [
     "CLUSTER_QUEUE",
@@ -183,21 +183,15 @@ def start(state: Path, k: Kubectl, kubeconfig: Path, say: Say) -> dict[str, Any]
         "--feature-gates=VisibilityOnDemand=false",
     ]
     procs.start(state, "kueue", argv, env={"KUBECONFIG": str(kubeconfig)})
-    procs.wait_for(
-        lambda: get_url(f"http://127.0.0.1:{probe_port}/readyz").strip() == "ok",
-        "Kueue's controller manager ready",
-        timeout=120,
-        interval=0.5,
-        watch=lambda: procs.check_alive(state, "kueue"),
-    )
-    # Kueue's own webhooks validate these: created once they answer through the Service.
+    # Ready when its webhooks answer through the Service (they validate these objects): that
+    # needs its certificates made and the caBundles filled, so it is what to wait for.
     flavor = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}
     default_queue = cluster_queue(CLUSTER_QUEUE, cpu="1000", memory="8Ti", gpus=64)
     payload = json.dumps({"apiVersion": "v1", "kind": "List", "items": [flavor, default_queue]})
     procs.wait_for(
         lambda: k.run("apply", "-f", "-", input=payload, check=False).returncode == 0,
         "ResourceFlavor and ClusterQueue created through Kueue's webhooks",
-        timeout=90,
+        timeout=180,
         interval=1,
         watch=lambda: procs.check_alive(state, "kueue"),
     )
