@@ -21,6 +21,7 @@ nvidia.com/gpu quota for every namespace; a scenario adds a LocalQueue to its na
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 from collections.abc import Callable
@@ -183,6 +184,17 @@ def start(state: Path, k: Kubectl, kubeconfig: Path, say: Say) -> dict[str, Any]
         "--feature-gates=VisibilityOnDemand=false",
     ]
     procs.start(state, "kueue", argv, env={"KUBECONFIG": str(kubeconfig)})
+    # In a pod the kubelet projects the Secret into certDir; Kueue waits for the files there.
+    pair = procs.wait_for(
+        lambda: _serving_pair(k),
+        f"Kueue's certificate manager filling Secret {NAMESPACE}/{SECRET}",
+        timeout=120,
+        interval=1,
+        watch=lambda: procs.check_alive(state, "kueue"),
+    )
+    for name, data in pair.items():
+        (certs / f"{name}.tmp").write_bytes(data)
+        (certs / f"{name}.tmp").replace(certs / name)
     # Ready when its webhooks answer through the Service (they validate these objects): that
     # needs its certificates made and the caBundles filled, so it is what to wait for.
     flavor = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}}
@@ -197,6 +209,13 @@ def start(state: Path, k: Kubectl, kubeconfig: Path, say: Say) -> dict[str, Any]
     )
     say(f"Kueue on 127.0.0.1:{webhook_port} (webhooks), ClusterQueue {CLUSTER_QUEUE}")
     return {"webhook_port": webhook_port, "probe_port": probe_port, "cluster_queue": CLUSTER_QUEUE}
+
+
+def _serving_pair(k: Kubectl) -> dict[str, bytes] | None:
+    data = k.json("get", "secret", SECRET, "-n", NAMESPACE).get("data") or {}
+    if not all(data.get(key) for key in ("tls.crt", "tls.key", "ca.crt")):
+        return None
+    return {key: base64.b64decode(data[key]) for key in ("tls.crt", "tls.key")}
 
 
 def _crds_in(directory: Path) -> list[dict[str, Any]]:
