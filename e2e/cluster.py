@@ -107,8 +107,9 @@ def up(state: Path) -> int:
     missing = [b for b in REQUIRED_BINS if not (bins / b).exists()]
     if not runtime_binary(bins).exists():
         missing.append(runtime_binary(bins).name)
-    if not (kueue.kueue_dir() / "bin" / "kueue").exists():
-        missing.append(f"kueue (in {kueue.kueue_dir()})")
+    with_kueue = kueue.wanted()
+    if with_kueue and not (kueue.kueue_dir() / "bin" / "kueue").exists():
+        missing.append(f"kueue (in {kueue.kueue_dir()}; {kueue.OPT_IN}=1 make e2e-bin)")
     if missing:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1
@@ -127,7 +128,7 @@ def up(state: Path) -> int:
         running = wait_running(k, list(node_paths), say)
         for node, url in running["agent_metrics"].items():
             node_paths[node]["agent_metrics"] = url
-        queue = kueue.start(state, k, cp.admin_kubeconfig, say)
+        queue = kueue.start(state, k, cp.admin_kubeconfig, say) if with_kueue else None
     except Exception as exc:
         try:
             print(f"make cluster failed: {exc}", file=sys.stderr)
@@ -155,7 +156,7 @@ def _record(
     bins: Path,
     node_paths: dict[str, Any],
     ours: dict[str, Any],
-    queue: dict[str, Any],
+    queue: dict[str, Any] | None,
 ) -> dict[str, Any]:
     info = {
         "state": str(state),
