@@ -18,10 +18,13 @@ made and admitted, its Jobs never). Only what the e2e scenarios need changes:
 The cluster gets ResourceFlavor `default-flavor` and ClusterQueue `QUEUE` with cpu, memory and
 nvidia.com/gpu quota for every namespace; a scenario adds a LocalQueue to its namespace.
 
-Opt-in (TOPOPLACE_E2E_KUEUE=1 for `make e2e-bin` and `make cluster`) and NOT FINISHED: the
-controller manager starts, its certificate manager fills the Secret and every caBundle, but
-its webhook server did not start listening within 3 minutes of the serving pair being
-written to certDir, so `up` fails at the ResourceFlavor/ClusterQueue step.
+Opt-in (TOPOPLACE_E2E_KUEUE=1 for `make e2e-bin` and `make cluster`) and NOT YET VERIFIED on
+a cluster. In the last run the controller manager started and its certificate manager filled
+the Secret and every caBundle, but the serving pair reached certDir only 2 minutes later (by
+hand; the projection below did not exist yet), and the certificate manager looks for it with
+a jittered exponential backoff (1 s doubling, up to ~4 min in all), so the webhook server
+was not listening within the 3-minute wait. `start` now writes the pair as soon as the Secret
+holds it.
 """
 
 from __future__ import annotations
