@@ -16,6 +16,7 @@ from webhook.vocabulary import POLICY_LABEL
 __all__ = [
     "BENCH_POLICY",
     "admission_review",
+    "jobset",
     "worker_pod",
     "write_policy_dir",
 ]
@@ -179,6 +180,30 @@ def worker_pod(*, gpus: int = 8, containers: int = 1, opted_in: bool = True) -> 
             "preemptionPolicy": "PreemptLowerPriority",
         },
         "status": {},
+    }
+
+
+def jobset(*, replicated_jobs: int = 4) -> dict[str, Any]:
+    """A JobSet as a user writes it: `replicated_jobs` jobs of 4 worker pods, each template
+    the bench worker's metadata labels and spec (without the controller-made fields)."""
+    pod = worker_pod()
+    template = {
+        "metadata": {"labels": {POLICY_LABEL: BENCH_POLICY}},
+        "spec": {k: v for k, v in pod["spec"].items() if k != "volumes"},
+    }
+    jobs = [
+        {
+            "name": f"workers-{i}",
+            "replicas": 1,
+            "template": {"spec": {"parallelism": 4, "completions": 4, "template": template}},
+        }
+        for i in range(replicated_jobs)
+    ]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "llm-pretrain", "namespace": "ml-team"},
+        "spec": {"replicatedJobs": jobs},
     }
 
 

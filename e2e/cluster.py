@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e import procs
-from e2e.addons import objectstore
+from e2e.addons import kueue, objectstore
 from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
 from e2e.nodes import manage
@@ -45,6 +45,7 @@ STOP_ORDER_PREFIXES = (
     "kubelet-",
     "runtime-",
     "mountns-",
+    "kueue",
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",
@@ -106,6 +107,9 @@ def up(state: Path) -> int:
     missing = [b for b in REQUIRED_BINS if not (bins / b).exists()]
     if not runtime_binary(bins).exists():
         missing.append(runtime_binary(bins).name)
+    with_kueue = kueue.wanted()
+    if with_kueue and not (kueue.kueue_dir() / "bin" / "kueue").exists():
+        missing.append(f"kueue (in {kueue.kueue_dir()}; {kueue.OPT_IN}=1 make e2e-bin)")
     if missing:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1
@@ -124,6 +128,7 @@ def up(state: Path) -> int:
         running = wait_running(k, list(node_paths), say)
         for node, url in running["agent_metrics"].items():
             node_paths[node]["agent_metrics"] = url
+        queue = kueue.start(state, k, cp.admin_kubeconfig, say) if with_kueue else None
     except Exception as exc:
         try:
             print(f"make cluster failed: {exc}", file=sys.stderr)
@@ -132,7 +137,7 @@ def up(state: Path) -> int:
         finally:  # a closed stderr must not leave processes behind
             down(state, quiet=True)
         return 1
-    info = _record(state, cp, bins, node_paths, ours)
+    info = _record(state, cp, bins, node_paths, ours, queue)
     alive = procs.running(state)
     rss = ", ".join(
         f"{name} {rss_mib(alive[node_procs(name)[0]]):.0f} MiB"
@@ -146,7 +151,12 @@ def up(state: Path) -> int:
 
 
 def _record(
-    state: Path, cp: ControlPlane, bins: Path, node_paths: dict[str, Any], ours: dict[str, Any]
+    state: Path,
+    cp: ControlPlane,
+    bins: Path,
+    node_paths: dict[str, Any],
+    ours: dict[str, Any],
+    queue: dict[str, Any] | None,
 ) -> dict[str, Any]:
     info = {
         "state": str(state),
@@ -160,6 +170,7 @@ def _record(
         "pod_env": cp.pod_env,
         "nodes": node_paths,
         "procs": ours,
+        "kueue": queue,
     }
     (state / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
     return info

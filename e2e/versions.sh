@@ -18,3 +18,9 @@ KYVERNO_VERSION=v1.19.1
 e2e_kyverno_dir() {
   echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/kyverno-$KYVERNO_VERSION/bin"
 }
+# Kueue, the job queue (`make cluster` runs its controller manager on 127.0.0.1): `go install`
+# from the Go module proxy; its CRDs and webhook manifests come from the same module.
+KUEUE_VERSION=v0.17.0
+e2e_kueue_dir() {
+  echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/kueue-$KUEUE_VERSION"
+}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -139,6 +140,16 @@ def webhook_metrics(kubectl: Kubectl) -> list[str]:
     """Each webhook replica's Prometheus text, scraped on its own pod IP (`serve
     --metrics-port=9102`, as in the Deployment)."""
     return [get_url(f"http://{ip}:9102/metrics") for ip in webhook_ips(kubectl)]
+
+
+def metric(kubectl: Kubectl, name: str, labels: str = "") -> float:
+    """The metric summed over the webhook replicas, each scraped on its own pod IP."""
+    pattern = re.compile(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", re.M)
+    total = 0.0
+    for text in webhook_metrics(kubectl):
+        found = pattern.search(text)
+        total += float(found.group(1)) if found else 0.0
+    return total
 
 
 def probe(name: str = "probe") -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from e2e.topoplace.containers import kill_container
 from e2e.topoplace.install import pods_of
-from tests.e2e.helpers import admitted, patch_policies, webhook_ips, webhook_metrics
+from tests.e2e.helpers import admitted, metric, patch_policies, webhook_ips
 from webhook.certs.keys import KeyPair, make_serving_cert
 from webhook.vocabulary import APPLIED_ANNOTATION
 
@@ -28,16 +27,6 @@ KEY = "single-numa-partial.yaml"
 
 def worker_env(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env", [])}
-
-
-def metric(kubectl: Kubectl, name: str, labels: str = "") -> float:
-    """The metric summed over the webhook replicas, each scraped on its own pod IP."""
-    pattern = re.compile(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", re.M)
-    total = 0.0
-    for text in webhook_metrics(kubectl):
-        found = pattern.search(text)
-        total += float(found.group(1)) if found else 0.0
-    return total
 
 
 def der(pem: bytes | str) -> bytes:

@@ -16,6 +16,7 @@ from common.logsetup import add_logging_arguments
 from tests.manifests.rendered import REPO, Rendering, render
 from webhook.certs.bootstrap import service_dns_names
 from webhook.vocabulary import POLICY_LABEL
+from webhook.workloads.mutation import WORKLOAD_KINDS
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +79,22 @@ def test_webhook_args_parse_with_the_real_parsers(base: Rendering) -> None:
     assert serve.policies and serve.tls_cert and certs.out_dir
 
 
+def hooks(r: Rendering) -> dict[str, dict[str, Any]]:
+    return {h["name"]: h for h in r.one("MutatingWebhookConfiguration")["webhooks"]}
+
+
 def test_object_selector_is_the_label_the_webhook_reads(base: Rendering) -> None:
-    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    hook = hooks(base)["pods.topoplace.io"]
     assert hook["objectSelector"] == {
         "matchExpressions": [{"key": POLICY_LABEL, "operator": "Exists"}]
     }
 
 
-def test_webhook_never_intercepts_its_own_namespace_or_kube_system(base: Rendering) -> None:
-    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+@pytest.mark.parametrize("name", ["pods.topoplace.io", "workloads.topoplace.io"])
+def test_webhook_never_intercepts_its_own_namespace_or_kube_system(
+    base: Rendering, name: str
+) -> None:
+    hook = hooks(base)[name]
     own_namespace = base.one("Deployment", "topoplace-webhook")["metadata"]["namespace"]
     (expr,) = hook["namespaceSelector"]["matchExpressions"]
     assert expr["key"] == "kubernetes.io/metadata.name"
@@ -95,7 +103,7 @@ def test_webhook_never_intercepts_its_own_namespace_or_kube_system(base: Renderi
 
 
 def test_webhook_configuration_is_the_documented_one(base: Rendering) -> None:
-    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    hook = hooks(base)["pods.topoplace.io"]
     assert hook["rules"] == [
         {
             "operations": ["CREATE"],
@@ -114,8 +122,27 @@ def test_webhook_configuration_is_the_documented_one(base: Rendering) -> None:
     assert "caBundle" not in hook["clientConfig"]  # the certs sidecar owns it
 
 
+def test_workload_rules_are_the_kinds_the_webhook_mutates(base: Rendering) -> None:
+    """Every kind the webhook mutates at CREATE has a rule, and no rule sends another kind."""
+    hook = hooks(base)["workloads.topoplace.io"]
+    ruled = {
+        (group, resource)
+        for rule in hook["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert all(rule["operations"] == ["CREATE"] for rule in hook["rules"])
+    # kind -> resource as the API server names it: lowercase plural.
+    assert ruled == {(group, kind.lower() + "s") for group, kind in WORKLOAD_KINDS}
+    assert "objectSelector" not in hook  # it would see the workload's labels, not templates'
+    assert hook["failurePolicy"] == "Ignore"
+    assert hook["reinvocationPolicy"] == "IfNeeded"
+    assert hook["sideEffects"] == "None" and hook["admissionReviewVersions"] == ["v1"]
+    assert hook["clientConfig"] == hooks(base)["pods.topoplace.io"]["clientConfig"]
+
+
 def test_service_reaches_the_serve_port(base: Rendering) -> None:
-    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    hook = hooks(base)["pods.topoplace.io"]
     ref = hook["clientConfig"]["service"]
     service = base.one("Service", ref["name"])
     assert service["metadata"]["namespace"] == ref["namespace"]
@@ -274,7 +301,7 @@ def test_policy_files_listed_in_the_generator_exist() -> None:
 
 
 def test_service_dns_names_are_the_ones_the_api_server_dials(base: Rendering) -> None:
-    (hook,) = base.one("MutatingWebhookConfiguration")["webhooks"]
+    hook = hooks(base)["pods.topoplace.io"]
     ref = hook["clientConfig"]["service"]
     # the API server verifies the certificate against <service>.<namespace>.svc
     assert service_dns_names(ref["name"], ref["namespace"])[0] == (

@@ -182,7 +182,7 @@ async def test_api_server_call_through_the_webhook_configuration_is_mutated(
     served: Served,
 ) -> None:
     r = render()
-    (hook,) = r.one("MutatingWebhookConfiguration")["webhooks"]
+    hook = r.one("MutatingWebhookConfiguration")["webhooks"][0]
     ref = hook["clientConfig"]["service"]
     service = r.one("Service", ref["name"])
     (port,) = [p for p in service["spec"]["ports"] if p["port"] == ref["port"]]

@@ -36,6 +36,7 @@ from webhook.server.response import build_response
 from webhook.server.review import MalformedReview, parse_review
 from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
+from webhook.server.workload_admission import WorkloadAdmitter
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -206,7 +207,7 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     settings = (
         replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
     )
-    engine = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
+    pods = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
 
     def stamp() -> tuple[object, ...]:
         # Everything an answer depends on besides the request (answer_cache.py).
@@ -216,7 +217,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
             templates.generation if templates is not None else None,
         )
 
-    admitter = CachedAdmitter(engine, stamp)
+    # Workloads first (a pod request pays one lookup there), then alike pods from one answer.
+    admitter = WorkloadAdmitter(CachedAdmitter(pods, stamp), lambda: store.current, settings)
     state = WebhookState(
         admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes, templates=templates
     )

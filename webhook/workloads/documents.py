@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from webhook.engine.mutation import EngineSettings
-from webhook.engine.patch import JsonPatch, prefix_patch
+from webhook.engine.patch import JsonPatch
 from webhook.engine.pod_shape import InvalidPod
-from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet
 from webhook.vocabulary import POLICY_LABEL
-from webhook.workloads.templates import PodTemplate, pod_templates, replace_at
+from webhook.workloads.mutation import inherits_label, mutate_workload
+from webhook.workloads.templates import PodTemplate, pod_templates
 from webhook.yaml_io import dump_documents
 
 __all__ = ["DocumentError", "DocumentResult", "mutate_documents", "render"]
@@ -58,37 +58,27 @@ def _mutate_one(
     )
     label = f"{doc['kind']}/{name}"
     ns = metadata.get("namespace") or namespace
-    after: dict[str, Any] = doc
-    patch: JsonPatch = []
-    warnings: list[str] = []
-    denials: list[str] = []
+    try:
+        result = mutate_workload(doc, ns, policies, settings, strict=True, label=label)
+    except InvalidPod as exc:
+        raise DocumentError(str(exc)) from None
     templates = pod_templates(doc)
+    warnings, denials = list(result.warnings), list(result.denials)
     if not templates:
-        warnings.append(f"{label}: no pod template found; left unchanged")
-    for template in templates:
-        where = f"{label} {template.where}" if template.where else label
-        try:
-            result = mutate(template.pod, ns, policies, settings)
-        except InvalidPod as exc:
-            raise DocumentError(f"{where}: {exc}") from None
-        warnings.extend(f"{where}: {w}" for w in result.warnings)
-        if not result.allowed:
-            denials.append(f"{where}: {result.denial}")
-        if result.patch:
-            after = replace_at(after, template.path, result.pod)
-            patch.extend(prefix_patch(result.patch, template.pointer))
+        warnings.insert(0, f"{label}: no pod template found; left unchanged")
     if _label_misplaced(doc, templates):
         warnings.append(
             f"{label}: label {POLICY_LABEL} is on the {doc['kind']} but not on its pod "
-            f"template; the webhook only sees pods, so put it in the template's labels"
+            f"template; the webhook sees only the pods of a {doc['kind']}, so put it in the "
+            "template's labels"
         )
-    return DocumentResult(label, doc, after, patch, warnings, denials)
+    return DocumentResult(label, doc, result.obj, result.patch, warnings, denials)
 
 
 def _label_misplaced(doc: dict[str, Any], templates: list[PodTemplate]) -> bool:
     """The workload carries the policy label but none of its pod templates does."""
     labels = (doc.get("metadata") or {}).get("labels") or {}
-    if doc.get("kind") == "Pod" or POLICY_LABEL not in labels:
+    if doc.get("kind") == "Pod" or inherits_label(doc.get("kind")) or POLICY_LABEL not in labels:
         return False
     return not any(
         POLICY_LABEL in ((t.pod.get("metadata") or {}).get("labels") or {}) for t in templates

@@ -114,17 +114,17 @@ async def test_other_operations_pass_through(
     assert answer["response"] == {"uid": review["request"]["uid"], "allowed": True}
 
 
-async def test_non_pod_kind_passes_through(
+async def test_a_kind_the_webhook_does_not_mutate_passes_through(
     server: WebhookServer, client: aiohttp.ClientSession
 ) -> None:
     template = gpu_pod()
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": "train"},
         "spec": {"template": {"metadata": template["metadata"], "spec": template["spec"]}},
     }
-    review = admission_review(job, kind=("batch", "v1", "Job"), resource="jobs")
+    review = admission_review(deployment, kind=("apps", "v1", "Deployment"), resource="deployments")
     status, answer = await post_review(client, server.url, review)
     assert status == 200 and answer["response"] == {
         "uid": review["request"]["uid"],

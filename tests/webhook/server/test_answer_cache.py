@@ -33,6 +33,7 @@ from webhook.server.answer_cache import CachedAdmitter, request_key
 from webhook.server.app import WebhookServer
 from webhook.server.review import ReviewRequest, parse_review
 from webhook.server.template_cache import TemplateCache
+from webhook.server.workload_admission import WorkloadAdmitter
 
 FLEET = {n["metadata"]["name"]: n for n in yaml.safe_load(EXAMPLE_NODES.read_text())["items"]}
 FAR = ("pcie-l40s-a", "workstation-a")  # no GPU-NIC link at PXB or better: ddp fits neither
@@ -143,8 +144,11 @@ async def answers(
 
 
 def cached_admitter(server: WebhookServer) -> CachedAdmitter:
-    assert server.state is not None and isinstance(server.state.admitter, CachedAdmitter)
-    return server.state.admitter
+    assert server.state is not None
+    admitter = server.state.admitter
+    pods = admitter.pods if isinstance(admitter, WorkloadAdmitter) else admitter
+    assert isinstance(pods, CachedAdmitter)
+    return pods
 
 
 async def test_a_policy_reload_is_seen_by_the_next_admission(

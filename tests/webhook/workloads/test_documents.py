@@ -71,17 +71,35 @@ def test_object_namespace_beats_the_default(tmp_path):
     assert result.denials and "'web'" in result.denials[0]
 
 
-def test_label_on_workload_but_not_on_template_is_pointed_out(policies):
+def test_label_on_a_deployment_but_not_on_its_template_is_pointed_out(policies):
+    template = {"spec": {"containers": [{"name": "c"}]}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"topoplace.io/policy": "p"}},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": template},
+    }
+    policy_set = policies(policy_doc("p"))
+    (result,) = mutate_documents(
+        [deployment], policies=policy_set, settings=SETTINGS, namespace="d"
+    )
+    assert result.patch == [] and result.after is deployment
+    assert any("not on its pod template" in w for w in result.warnings)
+
+
+def test_label_on_a_job_is_enough_as_the_webhook_mutates_the_job(policies):
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "j", "labels": {"topoplace.io/policy": "p"}},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}}},
     }
-    policy_set = policies(policy_doc("p"))
+    policy_set = policies(policy_doc("p", resources={"guaranteed": True}))
     (result,) = mutate_documents([job], policies=policy_set, settings=SETTINGS, namespace="d")
-    assert result.patch == [] and result.after is job
-    assert any("not on its pod template" in w for w in result.warnings)
+    template = result.after["spec"]["template"]
+    assert template["metadata"]["labels"] == {"topoplace.io/policy": "p"}
+    assert qos_class(as_pod(template)) == "Guaranteed"
+    assert not any("not on its pod template" in w for w in result.warnings)
 
 
 def test_object_without_template_is_left_with_a_warning(policies):

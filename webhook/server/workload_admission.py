@@ -1,0 +1,92 @@
+"""Admission of workloads (Job, JobSet, Kubeflow jobs, LeaderWorkerSet) at CREATE.
+
+A wrapper around the pod `Admitter`: a CREATE of one of `WORKLOAD_KINDS` is answered here,
+everything else goes to the pod admitter unchanged, so the pod path pays one dict lookup.
+
+CREATE only: a queue (Kueue) updates suspended Jobs when it admits them, and we never fight
+it. Nothing here refuses a workload for its shape: the API server has validated the built-in
+kinds, and a template we cannot read (a CRD's loose schema) is admitted unchanged with a
+warning. Only a policy's own verdict refuses (onMissing: deny, --on-missing-policy deny), as
+it would refuse each pod. An unexpected engine exception fails open, as for pods.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from webhook.engine.mutation import EngineSettings
+from webhook.policy.loader import PolicySet
+from webhook.server.admission import Admission, Admitter, Outcome
+from webhook.server.response import build_response
+from webhook.server.review import ReviewRequest
+from webhook.workloads.mutation import WORKLOAD_KINDS, mutate_workload
+
+__all__ = ["WorkloadAdmitter"]
+
+logger = logging.getLogger(__name__)
+
+_EMPTY = PolicySet()
+# kind name -> API groups: the pod path checks the name only (one lookup, "Pod" misses).
+_GROUPS: dict[str, frozenset[str]] = {}
+for _group, _kind in WORKLOAD_KINDS:
+    _GROUPS[_kind] = _GROUPS.get(_kind, frozenset()) | {_group}
+
+
+class WorkloadAdmitter:
+    """Mutates the pod templates of workloads; hands every other request to `pods`."""
+
+    def __init__(
+        self,
+        pods: Admitter,
+        policies: Callable[[], PolicySet | None],
+        settings: EngineSettings,
+    ) -> None:
+        self.pods = pods  # public: the pod path (tests read its answer cache)
+        self._policies = policies
+        self._settings = settings
+
+    def admit(self, request: ReviewRequest) -> Admission:
+        groups = _GROUPS.get(request.kind["kind"])
+        if (
+            groups is None
+            or request.operation != "CREATE"
+            or request.kind["group"] not in groups
+            or request.object is None
+        ):
+            return self.pods.admit(request)
+        return self._admit(request, request.object)
+
+    def _admit(self, request: ReviewRequest, obj: dict[str, Any]) -> Admission:
+        uid = request.uid
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        namespace = request.namespace or str(meta.get("namespace") or "")
+        name = meta.get("name") or meta.get("generateName") or request.name
+        label = f"{request.kind['kind']}/{name if isinstance(name, str) else ''}"
+        policies = self._policies() or _EMPTY
+        try:
+            result = mutate_workload(obj, namespace, policies, self._settings)
+        except Exception:
+            logger.exception(
+                "workload mutation failed; admitting it unchanged",
+                extra={"uid": uid, "namespace": namespace, "workload": label},
+            )
+            warning = f"internal error applying a placement policy to {label}; admitted unchanged"
+            review = build_response(uid, warnings=[warning])
+            return Admission(review, "failed_open", None, 0, label, namespace)
+        if result.templates == 0:  # nothing opted in (or nothing readable did)
+            review = build_response(uid, warnings=result.warnings)
+            return Admission(review, "passthrough", None, 0, label, namespace)
+        if result.denials:
+            review = build_response(
+                uid,
+                allowed=False,
+                warnings=result.warnings,
+                status_message="; ".join(result.denials),
+            )
+            return Admission(review, "denied", result.policy, 0, label, namespace)
+        review = build_response(uid, patch=result.patch, warnings=result.warnings)
+        outcome: Outcome = "mutated" if result.patch else "unchanged"
+        return Admission(review, outcome, result.policy, len(result.patch), label, namespace)
