@@ -26,7 +26,8 @@ from aiohttp import web
 
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
-from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
+from webhook.scheduler.service import NumaScheduling
+from webhook.server.admission import Admission, Admitter, FitCheck, MutateFn, PolicyAdmitter
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
@@ -70,6 +71,9 @@ class ServerConfig:
     node_cache: bool = False
     kubeconfig: Path | None = None  # for the caches; None: in-cluster or $KUBECONFIG
     claim_template_cache: bool = False  # DRA templates not there yet: fallback (template_cache)
+    # NodeResourceTopology watch, the scheduler extender routes, scheduler Lease checks.
+    numa_scheduling: bool = False
+    lease_check_interval: float = 10.0  # how often a named scheduler's Lease is read
 
 
 # Mutable on purpose: the metrics port is only known once the listener has started.
@@ -205,8 +209,13 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     )
     watcher.load_initial()
     tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
-    nodes = NodeCache() if config.node_cache else None
-    fit_check = nodes.check if nodes is not None else None
+    numa = (
+        NumaScheduling(lambda: store.current, lease_interval=config.lease_check_interval)
+        if config.numa_scheduling
+        else None
+    )
+    nodes = NodeCache(zones=numa.zones if numa else None) if config.node_cache else None
+    fit_check = _fit_checks(nodes, numa)
     templates = TemplateCache() if config.claim_template_cache else None
     settings = (
         replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
@@ -214,6 +223,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     admitter = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
     state = WebhookState(admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes)
     app = make_app(state)
+    if numa is not None:
+        numa.add_routes(app)
 
     async def background(_app: web.Application) -> AsyncIterator[None]:
         tasks = [
@@ -222,6 +233,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         ]
         if nodes is not None:
             tasks.append(asyncio.create_task(nodes.run(config.kubeconfig), name="node-cache"))
+        if numa is not None:
+            tasks += [asyncio.create_task(t) for t in numa.tasks(config.kubeconfig)]
         if templates is not None:
             tasks.append(
                 asyncio.create_task(templates.run(config.kubeconfig), name="template-cache")
@@ -245,6 +258,15 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     app.cleanup_ctx.append(background)
     app.cleanup_ctx.append(metrics_listener)
     return app
+
+
+def _fit_checks(nodes: NodeCache | None, numa: NumaScheduling | None) -> FitCheck | None:
+    checks = [c.check for c in (nodes,) if c is not None]
+    if numa is not None:
+        checks.append(numa.warnings)
+    if len(checks) <= 1:
+        return checks[0] if checks else None
+    return lambda pod, policy: [w for check in checks for w in check(pod, policy)]
 
 
 class WebhookServer:

@@ -27,7 +27,6 @@ __all__ = ["FakeApiServer", "running"]
 _TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
 
 
-
 def _matches(obj: dict[str, Any], selector: str | None) -> bool:
     labels = obj["metadata"].get("labels") or {}
     for term in filter(None, (selector or "").split(",")):
