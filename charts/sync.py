@@ -2,7 +2,7 @@
 
 The chart renders the kustomize base's own objects: `charts/topoplace/files/` holds verbatim
 copies of `manifests/base/**.yaml` (less its kustomization), the cert-manager overlay's
-objects and the example policies, and the templates load them with `.Files.Get`. Helm cannot
+objects, the numa-scheduler overlay's objects and the example policies, and the templates load them with `.Files.Get`. Helm cannot
 read outside the chart directory, and symlinks there make every helm command log a warning,
 hence copies. `values.schema.json` embeds the PlacementPolicy schema that
 `topoplace-webhook schema` publishes, so `helm install` checks inline policies field by field.
@@ -38,6 +38,8 @@ def sources() -> dict[str, Path]:
             out[f"manifests/base/{path.relative_to(base)}"] = path
     certs = REPO / "manifests" / "overlays" / "cert-manager" / "certificates.yaml"
     out["manifests/overlays/cert-manager/certificates.yaml"] = certs
+    numa = REPO / "manifests" / "overlays" / "numa-scheduler" / "scheduler.yaml"
+    out["manifests/overlays/numa-scheduler/scheduler.yaml"] = numa
     for path in sorted((REPO / "policies").glob("*.yaml")):
         out[f"policies/{path.name}"] = path
     return out

@@ -21,6 +21,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.manifests.rendered import REPO, Rendering, render
+from webhook.topology.zones import NRT_GROUP, NRT_PLURAL
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
@@ -31,6 +32,11 @@ CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
 _WATCH_ARG = re.compile(r"\.(list_[a-z0-9_]+)\([^()]*?\bwatch=True")
 # `explain --kubeconfig` reads the cluster with the user's credentials, never in a pod.
 USER_SIDE = ("webhook/cli/explain_cluster.py",)
+# Custom resources: the client's path holds {group} and {plural}; the file that calls says
+# which (its constants come from the one module that owns them).
+CUSTOM = {
+    "webhook/scheduler/nrt_cache.py": (NRT_GROUP, NRT_PLURAL),
+}
 _CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
 _API_CLASSES = [
     cls for name, cls in inspect.getmembers(client, inspect.isclass) if name.endswith("Api")
@@ -77,14 +83,21 @@ def calls_in(
             continue
         text = path.read_text()
         for name in set(_CALL.findall(text)):
-            grant = grant_of(name)
+            grant = _custom(grant_of(name), where)
             if grant is not None:
                 found[grant].add(str(path.relative_to(REPO)))
         for name in set(_WATCHED.findall(text)) | set(_WATCH_ARG.findall(text)):
-            grant = grant_of(name)
+            grant = _custom(grant_of(name), where)
             if grant is not None and grant[2] == "list":
                 found[(grant[0], grant[1], "watch")].add(str(path.relative_to(REPO)))
     return dict(found)
+
+
+def _custom(grant: Grant | None, where: str) -> Grant | None:
+    if grant is None or grant[0] != "{group}":
+        return grant
+    group, plural = CUSTOM[where]  # a custom-object call in a file the table does not know
+    return group, plural, grant[2]
 
 
 def grants_of(r: Rendering, service_account: str) -> set[Grant]:
@@ -162,6 +175,8 @@ def importers_of(module: str) -> set[str]:
 
 
 NODE_READS = {("", "nodes", "list"), ("", "nodes", "watch")}
+TOPOLOGY_READS = {(NRT_GROUP, NRT_PLURAL, v) for v in ("list", "watch")}
+LEASE_READS = {("coordination.k8s.io", "leases", "get")}
 TEMPLATE_READS = {("resource.k8s.io", "resourceclaimtemplates", v) for v in ("list", "watch")}
 
 
@@ -171,19 +186,28 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     calls = calls_in("webhook", skip=CLAIMS + USER_SIDE)
     cache = str(Path("webhook") / "server" / "node_cache.py")
     templates = str(Path("webhook") / "server" / "template_cache.py")
+    topology = str(Path("webhook") / "scheduler" / "nrt_cache.py")
+    leases = str(Path("webhook") / "scheduler" / "leases.py")
     assert set().union(*calls.values()) == {
         str(Path("webhook") / "certs" / "sync.py"),
         cache,
         templates,
+        topology,
+        leases,
     }
     assert {grant for grant, files in calls.items() if cache in files} == NODE_READS
     assert {grant for grant, files in calls.items() if templates in files} == TEMPLATE_READS
+    assert {grant for grant, files in calls.items() if topology in files} == TOPOLOGY_READS
+    assert {grant for grant, files in calls.items() if leases in files} == LEASE_READS
     # the `certs` command, run only by the sidecar; the node cache, started by the server app
     assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
     assert importers_of("webhook.server.node_cache") == {str(Path("webhook") / "server" / "app.py")}
     assert importers_of("webhook.server.template_cache") == {
         str(Path("webhook") / "server" / "app.py")
     }
+    service = {str(Path("webhook") / "scheduler" / "service.py")}
+    assert importers_of("webhook.scheduler.nrt_cache") == service
+    assert importers_of("webhook.scheduler.leases") == service
 
 
 def test_serve_runs_the_node_cache_in_every_overlay() -> None:
@@ -195,5 +219,5 @@ def test_serve_runs_the_node_cache_in_every_overlay() -> None:
 
 
 def test_cert_manager_overlay_grants_the_webhook_only_node_reads() -> None:
-    reads = NODE_READS | TEMPLATE_READS
+    reads = NODE_READS | TEMPLATE_READS | TOPOLOGY_READS | LEASE_READS
     assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == reads
