@@ -1,11 +1,12 @@
 """Keep the Helm chart's generated parts equal to their one source (`make chart`).
 
 The chart renders the kustomize base's own objects: `charts/topoplace/files/` holds verbatim
-copies of `manifests/base/**.yaml` (less its kustomization), the cert-manager overlay's
-objects, the numa-scheduler overlay's objects and the example policies, and the templates load them with `.Files.Get`. Helm cannot
-read outside the chart directory, and symlinks there make every helm command log a warning,
-hence copies. `values.schema.json` embeds the PlacementPolicy schema that
-`topoplace-webhook schema` publishes, so `helm install` checks inline policies field by field.
+copies of `manifests/base/**.yaml` (less its kustomization), the cert-manager and
+numa-scheduler overlays' objects and the example policies, and the templates load them with
+`.Files.Get`. Helm cannot read outside the chart directory, and symlinks there make every
+helm command log a warning, hence copies. `values.schema.json` embeds the PlacementPolicy
+schema that `topoplace-webhook schema` publishes, so `helm install` checks inline policies
+field by field.
 
     python charts/sync.py          # rewrite what differs
     python charts/sync.py --check  # exit 1 naming what differs (make test runs this)
