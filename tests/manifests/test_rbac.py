@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
+from agent.nrt.body import GROUP as NRT_GROUP
+from agent.nrt.body import PLURAL as NRT_PLURAL
 from tests.manifests.rendered import REPO, Rendering, render
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
@@ -31,6 +33,9 @@ CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
 _WATCH_ARG = re.compile(r"\.(list_[a-z0-9_]+)\([^()]*?\bwatch=True")
 # `explain --kubeconfig` reads the cluster with the user's credentials, never in a pod.
 USER_SIDE = ("webhook/cli/explain_cluster.py",)
+# Custom-object calls name their group and plural as arguments: the files allowed to make
+# them, and the one resource they address (the agent's NodeResourceTopology).
+_CUSTOM = {"agent/nrt/": (NRT_GROUP, NRT_PLURAL)}
 _CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
 _API_CLASSES = [
     cls for name, cls in inspect.getmembers(client, inspect.isclass) if name.endswith("Api")
@@ -52,6 +57,8 @@ def grant_of(method: str) -> Grant | None:
             group, rest = parts[1], parts[3:]
         if rest[:2] == ["namespaces", "{namespace}"]:
             rest = rest[2:]
+        if not rest:
+            return None  # discovery (/apis/{group}/{version}): every authenticated user may
         named = len(rest) > 1
         resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
         verb = {
@@ -78,6 +85,10 @@ def calls_in(
         text = path.read_text()
         for name in set(_CALL.findall(text)):
             grant = grant_of(name)
+            if grant is not None and grant[0] == "{group}":
+                custom = [g for prefix, g in _CUSTOM.items() if where.startswith(prefix)]
+                assert custom, f"{where}: custom-object call {name} outside {list(_CUSTOM)}"
+                grant = (custom[0][0], custom[0][1], grant[2])
             if grant is not None:
                 found[grant].add(str(path.relative_to(REPO)))
         for name in set(_WATCHED.findall(text)) | set(_WATCH_ARG.findall(text)):
@@ -140,6 +151,8 @@ def test_agent_calls_only_get_and_patch_on_nodes_and_watches_pods() -> None:
         ("", "nodes", "patch"),
         ("", "pods", "list"),  # its own node's pods (dataset leases), never one by name
         ("", "pods", "watch"),
+        # its node's NodeResourceTopology: never listed, watched or deleted
+        *((NRT_GROUP, NRT_PLURAL, v) for v in ("get", "create", "patch")),
     }
 
 
