@@ -70,7 +70,7 @@ e2e: $(VENV)/.stamp-test e2e-bin
 # Pod create latency through the real API server, webhook called vs skipped, and pod create to
 # worker start with a dataset, cold and cached (uses a running `make cluster`, or starts one).
 bench-e2e: $(VENV)/.stamp-bench e2e-bin
-	$(PY) -m benchmarks --only e2e,e2e-datasets --output benchmarks/results-e2e.md
+	$(PY) -m benchmarks --only e2e,e2e-datasets,e2e-nrt --output benchmarks/results-e2e.md
 
 image:
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \

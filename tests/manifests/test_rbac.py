@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
+from agent.nrt.body import GROUP as NRT_GROUP
+from agent.nrt.body import PLURAL as NRT_PLURAL
 from tests.manifests.rendered import REPO, Rendering, render
-from webhook.topology.zones import NRT_GROUP, NRT_PLURAL
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 
@@ -32,9 +33,11 @@ CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
 _WATCH_ARG = re.compile(r"\.(list_[a-z0-9_]+)\([^()]*?\bwatch=True")
 # `explain --kubeconfig` reads the cluster with the user's credentials, never in a pod.
 USER_SIDE = ("webhook/cli/explain_cluster.py",)
-# Custom resources: the client's path holds {group} and {plural}; the file that calls says
-# which (its constants come from the one module that owns them).
-CUSTOM = {
+# Custom-object calls name their group and plural as arguments: the files allowed to make
+# them, and the one resource they address: the agent writes NodeResourceTopology objects, the
+# webhook's cache reads them.
+_CUSTOM = {
+    "agent/nrt/": (NRT_GROUP, NRT_PLURAL),
     "webhook/scheduler/nrt_cache.py": (NRT_GROUP, NRT_PLURAL),
 }
 _CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
@@ -58,6 +61,8 @@ def grant_of(method: str) -> Grant | None:
             group, rest = parts[1], parts[3:]
         if rest[:2] == ["namespaces", "{namespace}"]:
             rest = rest[2:]
+        if not rest:
+            return None  # discovery (/apis/{group}/{version}): every authenticated user may
         named = len(rest) > 1
         resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
         verb = {
@@ -83,21 +88,22 @@ def calls_in(
             continue
         text = path.read_text()
         for name in set(_CALL.findall(text)):
-            grant = _custom(grant_of(name), where)
+            grant = _custom(grant_of(name), where, name)
             if grant is not None:
                 found[grant].add(str(path.relative_to(REPO)))
         for name in set(_WATCHED.findall(text)) | set(_WATCH_ARG.findall(text)):
-            grant = _custom(grant_of(name), where)
+            grant = _custom(grant_of(name), where, name)
             if grant is not None and grant[2] == "list":
                 found[(grant[0], grant[1], "watch")].add(str(path.relative_to(REPO)))
     return dict(found)
 
 
-def _custom(grant: Grant | None, where: str) -> Grant | None:
+def _custom(grant: Grant | None, where: str, name: str) -> Grant | None:
     if grant is None or grant[0] != "{group}":
         return grant
-    group, plural = CUSTOM[where]  # a custom-object call in a file the table does not know
-    return group, plural, grant[2]
+    custom = [g for prefix, g in _CUSTOM.items() if where.startswith(prefix)]
+    assert custom, f"{where}: custom-object call {name} outside {list(_CUSTOM)}"
+    return custom[0][0], custom[0][1], grant[2]
 
 
 def grants_of(r: Rendering, service_account: str) -> set[Grant]:
@@ -153,6 +159,8 @@ def test_agent_calls_only_get_and_patch_on_nodes_and_watches_pods() -> None:
         ("", "nodes", "patch"),
         ("", "pods", "list"),  # its own node's pods (dataset leases), never one by name
         ("", "pods", "watch"),
+        # its node's NodeResourceTopology: never listed, watched or deleted
+        *((NRT_GROUP, NRT_PLURAL, v) for v in ("get", "create", "patch")),
     }
 
 

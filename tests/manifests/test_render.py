@@ -27,8 +27,9 @@ BASE_KINDS = {
     "Service": 1,
     "PodDisruptionBudget": 1,
     "MutatingWebhookConfiguration": 1,
-    "ValidatingAdmissionPolicy": 1,
-    "ValidatingAdmissionPolicyBinding": 1,
+    "ValidatingAdmissionPolicy": 2,  # the agent's Node writes, its NodeResourceTopology
+    "ValidatingAdmissionPolicyBinding": 2,
+    "CustomResourceDefinition": 1,  # components/noderesourcetopology-crd
 }
 
 
@@ -57,6 +58,7 @@ def test_every_namespaced_object_lands_in_topoplace_system() -> None:
         "MutatingWebhookConfiguration",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "CustomResourceDefinition",
     }
     # kube-scheduler keeps its leader-election Lease in kube-system: reading it is granted there.
     elsewhere = {("Role", "topoplace-webhook-scheduler-leases"): "kube-system"}
