@@ -54,8 +54,9 @@ def assert_quiet(cluster: Cluster, seconds: float = QUIET) -> None:
 
 def running(kubectl: Kubectl, namespace: str, name: str) -> None:
     procs.wait_for(
-        lambda: kubectl.json("get", "pod", name, "-n", namespace)["status"].get("phase")
-        == "Running",
+        lambda: (
+            kubectl.json("get", "pod", name, "-n", namespace)["status"].get("phase") == "Running"
+        ),
         f"{namespace}/{name} Running",
     )
 
@@ -102,11 +103,13 @@ def test_under_load_50_starts_and_stops_at_most_one_write_a_second(
     pods = [plain_pod(f"burst-{i}", NODE, cpus=1) for i in range(50)]
     kubectl.apply({"apiVersion": "v1", "kind": "List", "items": pods}, "-n", namespace)
     procs.wait_for(
-        lambda: sum(
-            p["status"].get("phase") == "Running"
-            for p in kubectl.json("get", "pods", "-n", namespace, "-l", "app=nrt-e2e")["items"]
-        )
-        == 50,
+        lambda: (
+            sum(
+                p["status"].get("phase") == "Running"
+                for p in kubectl.json("get", "pods", "-n", namespace, "-l", "app=nrt-e2e")["items"]
+            )
+            == 50
+        ),
         "50 pods Running",
         timeout=120,
     )
