@@ -107,7 +107,11 @@ def run(args: argparse.Namespace) -> int:
             policies = policies or view.policies
         else:
             text = args.nodes.read_text("utf-8")
-            docs = load_documents(text, source=str(args.nodes))
+            docs = [
+                item
+                for doc in load_documents(text, source=str(args.nodes))
+                for item in (doc.get("items") or [] if doc.get("kind") == "List" else [doc])
+            ]
             # NodeResourceTopology objects beside the Nodes: free capacity per NUMA node.
             zones = zones_of_documents(d for d in docs if d.get("kind") == _NRT)
             nodes = node_views(d for d in docs if d.get("kind") != _NRT)
