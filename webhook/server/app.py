@@ -27,7 +27,7 @@ from aiohttp import web
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.scheduler.service import NumaScheduling
-from webhook.server.admission import Admission, Admitter, FitCheck, MutateFn, PolicyAdmitter
+from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter, combined
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
@@ -215,7 +215,9 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         else None
     )
     nodes = NodeCache(zones=numa.zones if numa else None) if config.node_cache else None
-    fit_check = _fit_checks(nodes, numa)
+    fit_check = combined(
+        nodes.check if nodes is not None else None, numa.warnings if numa is not None else None
+    )
     templates = TemplateCache() if config.claim_template_cache else None
     settings = (
         replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
@@ -258,15 +260,6 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     app.cleanup_ctx.append(background)
     app.cleanup_ctx.append(metrics_listener)
     return app
-
-
-def _fit_checks(nodes: NodeCache | None, numa: NumaScheduling | None) -> FitCheck | None:
-    checks = [c.check for c in (nodes,) if c is not None]
-    if numa is not None:
-        checks.append(numa.warnings)
-    if len(checks) <= 1:
-        return checks[0] if checks else None
-    return lambda pod, policy: [w for check in checks for w in check(pod, policy)]
 
 
 class WebhookServer:

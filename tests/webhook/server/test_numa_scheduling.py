@@ -221,3 +221,13 @@ def test_a_stale_lease_is_a_scheduler_that_stopped() -> None:
     )
     spec["renewTime"] = (now - timedelta(seconds=5)).isoformat()
     assert lease_problem("s", {"spec": spec}, now) is None
+
+
+def test_extender_args_with_whole_nodes_or_lower_case_keys_are_read() -> None:
+    from webhook.scheduler.extender import parse_args
+
+    pod = scheduled_pod(1)
+    nodes = {"items": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]}
+    # nodeCacheCapable false sends Node objects; Go decodes keys case-insensitively.
+    assert parse_args({"Pod": pod, "Nodes": nodes, "NodeNames": None}).nodes == ("a", "b")
+    assert parse_args({"pod": pod, "nodenames": ["c"]}).nodes == ("c",)
