@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from e2e import procs
-from e2e.cluster import Cluster
+from e2e.cluster import Cluster, load
 from e2e.kube import Kubectl
 from tests.agent.discovery import machines
 from tests.e2e.helpers import cluster_cli, events, patch_policies, training_pod
@@ -63,10 +63,11 @@ def free_gpus(kubectl: Kubectl, node: str) -> tuple[int, ...] | None:
 def wait_free(cluster: Cluster, kubectl: Kubectl, node: str, want: tuple[int, ...]) -> None:
     """Until the published object shows `want` GPUs free per NUMA node and agrees with the
     kubelet (so the extender, reading the same object, sees it too)."""
+    added = load(cluster.state)  # the session's record predates add-node
     procs.wait_for(
         lambda: (
             free_gpus(kubectl, node) == want
-            and published(kubectl, node) == kubelet_free(cluster, node)
+            and published(kubectl, node) == kubelet_free(added, node)
         ),
         f"NodeResourceTopology {node} with {want} GPUs free",
         timeout=30,
