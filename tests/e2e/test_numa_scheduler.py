@@ -61,14 +61,17 @@ def free_gpus(kubectl: Kubectl, node: str) -> tuple[int, ...] | None:
 
 
 def wait_free(cluster: Cluster, kubectl: Kubectl, node: str, want: tuple[int, ...]) -> None:
-    """Until the published object shows `want` GPUs free per NUMA node and agrees with the
-    kubelet (so the extender, reading the same object, sees it too)."""
+    """Until the published object shows `want` GPUs free per NUMA node, as the kubelet's
+    PodResources does (so the extender, reading the same object, sees it too). GPUs only:
+    these kubelets run no static CPU manager, so PodResources lists no CPUs to compare."""
     added = load(cluster.state)  # the session's record predates add-node
+
+    def kubelet_gpus() -> tuple[int, ...]:
+        free = kubelet_free(added, node)
+        return tuple(z.get("nvidia.com/gpu", 0) for _, z in sorted(free.items()))
+
     procs.wait_for(
-        lambda: (
-            free_gpus(kubectl, node) == want
-            and published(kubectl, node) == kubelet_free(added, node)
-        ),
+        lambda: free_gpus(kubectl, node) == want == kubelet_gpus(),
         f"NodeResourceTopology {node} with {want} GPUs free",
         timeout=30,
     )
