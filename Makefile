@@ -72,7 +72,7 @@ e2e: $(VENV)/.stamp-test e2e-bin
 # Kyverno is a peer row only: a failed build leaves the row out with the reason (its log).
 bench-e2e: $(VENV)/.stamp-bench e2e-bin
 	-e2e/build-kyverno.sh
-	$(PY) -m benchmarks --only e2e,e2e-datasets --output benchmarks/results-e2e.md
+	$(PY) -m benchmarks --only e2e,e2e-datasets,e2e-nrt --output benchmarks/results-e2e.md
 
 image:
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \

@@ -53,8 +53,13 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "benchmarks.bench_e2e_datasets",
         "run_e2e_datasets_bench",
     ),
+    "e2e-nrt": (
+        "Free capacity per NUMA node on the real kubelets: NodeResourceTopology freshness",
+        "benchmarks.bench_e2e_nrt",
+        "run_e2e_nrt_bench",
+    ),
 }
-NOT_BY_DEFAULT = {"e2e", "e2e-datasets"}
+NOT_BY_DEFAULT = {"e2e", "e2e-datasets", "e2e-nrt"}
 
 
 def _machine() -> str:

@@ -1,11 +1,13 @@
 """Keep the Helm chart's generated parts equal to their one source (`make chart`).
 
 The chart renders the kustomize base's own objects: `charts/topoplace/files/` holds verbatim
-copies of `manifests/base/**.yaml` (less its kustomization), the cert-manager overlay's
-objects and the example policies, and the templates load them with `.Files.Get`. Helm cannot
-read outside the chart directory, and symlinks there make every helm command log a warning,
-hence copies. `values.schema.json` embeds the PlacementPolicy schema that
-`topoplace-webhook schema` publishes, so `helm install` checks inline policies field by field.
+copies of `manifests/base/**.yaml` (less its kustomization), the cert-manager and
+numa-scheduler overlays' objects and the example policies, and the templates load them with
+`.Files.Get`. Helm cannot read outside the chart directory, and symlinks there make every
+helm command log a warning, hence copies. `charts/topoplace/crds/` holds the
+NodeResourceTopology CRD (manifests/components/noderesourcetopology-crd). `values.schema.json`
+embeds the PlacementPolicy schema that `topoplace-webhook schema` publishes, so `helm install`
+checks inline policies field by field.
 
     python charts/sync.py          # rewrite what differs
     python charts/sync.py --check  # exit 1 naming what differs (make test runs this)
@@ -24,6 +26,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "topoplace"
 FILES = CHART / "files"
+# Helm installs what is in crds/ only where it is absent and never upgrades or deletes it:
+# a cluster that has the NodeResourceTopology CRD from NFD keeps theirs.
+CRDS = CHART / "crds"
 SCHEMA = CHART / "values.schema.json"
 POLICY_DEF = "PlacementPolicy"
 
@@ -38,6 +43,8 @@ def sources() -> dict[str, Path]:
             out[f"manifests/base/{path.relative_to(base)}"] = path
     certs = REPO / "manifests" / "overlays" / "cert-manager" / "certificates.yaml"
     out["manifests/overlays/cert-manager/certificates.yaml"] = certs
+    numa = REPO / "manifests" / "overlays" / "numa-scheduler" / "scheduler.yaml"
+    out["manifests/overlays/numa-scheduler/scheduler.yaml"] = numa
     for path in sorted((REPO / "policies").glob("*.yaml")):
         out[f"policies/{path.name}"] = path
     return out
@@ -63,16 +70,23 @@ def _dump(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2) + "\n"
 
 
+def copies() -> dict[Path, Path]:
+    """Every copy the chart holds → the file it copies."""
+    out = {FILES / rel: src for rel, src in sources().items()}
+    crd = REPO / "manifests" / "components" / "noderesourcetopology-crd" / "crd.yaml"
+    out[CRDS / "noderesourcetopology.yaml"] = crd
+    return out
+
+
 def differences() -> tuple[list[str], dict[Path, str | Path], list[Path]]:
     """(what differs, file → new content or source, stale copies to remove)."""
-    wanted = sources()
+    wanted = copies()
     changes: dict[Path, str | Path] = {}
-    for rel, src in wanted.items():
-        dest = FILES / rel
+    for dest, src in wanted.items():
         if not dest.exists() or dest.read_bytes() != src.read_bytes():
             changes[dest] = src
-    present = {p for p in FILES.rglob("*") if p.is_file()} if FILES.exists() else set()
-    stale = sorted(present - {FILES / rel for rel in wanted})
+    present = {p for d in (FILES, CRDS) if d.exists() for p in d.rglob("*") if p.is_file()}
+    stale = sorted(present - set(wanted))
     current = json.loads(SCHEMA.read_text())
     schema_text = _dump(with_policy_schema(current, policy_schema()))
     if SCHEMA.read_text() != schema_text:

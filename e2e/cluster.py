@@ -30,6 +30,7 @@ from typing import Any
 
 from e2e import procs
 from e2e.addons import kueue, objectstore
+from e2e.controlplane.numa_scheduler import start_numa_scheduler
 from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
 from e2e.nodes import manage
@@ -126,6 +127,7 @@ def up(state: Path) -> int:
         node_paths, ours = start_nodes(cp, k, tmpfs_dir(state) / "nodes", say)
         install(k, say)
         running = wait_running(k, list(node_paths), say)
+        start_numa_scheduler(cp, k, say)
         for node, url in running["agent_metrics"].items():
             node_paths[node]["agent_metrics"] = url
         queue = kueue.start(state, k, cp.admin_kubeconfig, say) if with_kueue else None

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import Any
 
 from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
 
@@ -69,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not watch this node's pods to lease the dataset versions they mount "
         "(needs pods list/watch; without it only a prefetch's own lease keeps a version)",
     )
+    parser.add_argument(
+        "--no-node-resource-topology",
+        dest="node_resource_topology",
+        action="store_false",
+        help="do not publish this node's free capacity per NUMA node as a "
+        "NodeResourceTopology (needs the CRD and the PodResources socket; docs/numa-capacity.md)",
+    )
     add_kubeconfig_argument(parser)
     from agent.cli.audit import add_monitor_arguments
 
@@ -110,14 +119,20 @@ async def _serve(args: argparse.Namespace) -> int:
         )
         watcher = asyncio.create_task(watch_cache(options.dataset_root, sync.poke, stop=stop))
         leasing = set()
-        if args.dataset_leases:
+        publisher = _publisher(args, nodes.api, metrics.nrt_writes.inc)
+        if publisher is not None:
+            leasing.add(asyncio.create_task(publisher.run(stop)))
+        if args.dataset_leases or publisher is not None:
             from agent.sync.pod_watch import PodLeases
 
+            # One watch of this node's pods serves both the leases and the publisher.
             keeper = PodLeases(
                 nodes.api,
                 node_name=args.node_name,
                 cache_root=options.dataset_root,
                 host_root=args.dataset_host_root,
+                on_event=publisher.poke if publisher is not None else lambda: None,
+                lease=args.dataset_leases,
             )
             leasing.add(asyncio.create_task(keeper.run(stop)))
         from agent.cli.audit import start_monitor
@@ -145,6 +160,31 @@ async def _serve(args: argparse.Namespace) -> int:
                 return 1
     log.info("stopped", extra={"node": args.node_name})
     return 0
+
+
+def _publisher(args: argparse.Namespace, api: Any, on_write: Callable[[], None]) -> Any:
+    """The NodeResourceTopology publisher, or None when turned off."""
+    if not args.node_resource_topology:
+        return None
+    from functools import partial
+
+    from agent.nrt.client import TopologyApi
+    from agent.nrt.publisher import Publisher
+    from agent.nrt.snapshot import NodeSources, read_body
+
+    sources = NodeSources(
+        sysfs_root=args.sysfs_root,
+        pod_resources_socket=args.pod_resources_socket,
+        kubelet_config=args.kubelet_config,
+        kubelet_config_dir=args.kubelet_config_dir,
+    )
+    return Publisher(
+        TopologyApi(api),
+        partial(read_body, sources),
+        node_name=args.node_name,
+        on_write=on_write,
+        recheck=args.resync_interval,
+    )
 
 
 def run(args: argparse.Namespace) -> int:

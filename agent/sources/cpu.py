@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agent.sources import SysfsError, read_int, read_text
 
-__all__ = ["CpuInfo", "discover", "format_cpulist", "parse_cpulist"]
+__all__ = ["CpuInfo", "discover", "format_cpulist", "numa_distances", "parse_cpulist"]
 
 log = logging.getLogger(__name__)
 
@@ -162,3 +162,23 @@ def discover(root: Path) -> CpuInfo:
         numa_from_sysfs=from_sysfs,
         numa_memory_kib=dict(sorted(memory.items())),
     )
+
+
+def numa_distances(root: Path) -> dict[int, dict[int, int]]:
+    """`nodeN/distance` (the firmware's SLIT row, in node order) as {N: {M: distance}}.
+
+    A node whose row is missing or does not match the node list is left out: costs are
+    optional in what the agent publishes, so a partial table is better than none.
+    """
+    node_dir = os.path.join(root, "devices/system/node")
+    nodes = sorted(int(m[1]) for m in map(_NODE_DIR.fullmatch, _listdir(node_dir)) if m)
+    table: dict[int, dict[int, int]] = {}
+    for node in nodes:
+        try:
+            text = read_text(os.path.join(node_dir, f"node{node}", "distance"))
+            row = [int(v) for v in text.split()]
+        except (SysfsError, ValueError):
+            continue
+        if len(row) == len(nodes):
+            table[node] = dict(zip(nodes, row, strict=True))
+    return table

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_SOCKET",
+    "Allocatable",
     "ClaimDevice",
     "ContainerResources",
     "DeviceAssignment",
@@ -27,6 +28,7 @@ __all__ = [
     "PodResources",
     "PodResourcesError",
     "allocatable_devices",
+    "allocatable_resources",
     "list_pod_resources",
 ]
 
@@ -86,6 +88,16 @@ class PodResources:
     containers: tuple[ContainerResources, ...]
     cpu_ids: tuple[int, ...] = ()  # pod-level exclusive CPUs (pod-level resources), overlap
     memory: tuple[MemoryBlock, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Allocatable:
+    """`GetAllocatableResources` whole: devices, the CPUs the CPU manager may hand out
+    (empty under its `none` policy) and the memory manager's blocks (empty unless `Static`)."""
+
+    devices: tuple[DeviceAssignment, ...]
+    cpu_ids: tuple[int, ...]
+    memory: tuple[MemoryBlock, ...]
 
 
 def _nodes(topology: Any) -> tuple[int, ...]:
@@ -198,6 +210,16 @@ def allocatable_devices(
     (`GetAllocatableResources`): which devices each resource holds."""
     response = _call(socket, "GetAllocatableResources", timeout)
     return tuple(_device(d) for d in response.devices)
+
+
+def allocatable_resources(socket: Path = DEFAULT_SOCKET, *, timeout: float = 10.0) -> Allocatable:
+    """Everything the kubelet may hand to containers (`GetAllocatableResources`)."""
+    response = _call(socket, "GetAllocatableResources", timeout)
+    return Allocatable(
+        devices=tuple(_device(d) for d in response.devices),
+        cpu_ids=tuple(int(cpu) for cpu in response.cpu_ids),
+        memory=_memory(response.memory),
+    )
 
 
 def _rpc_error(socket: Path, e: Any, method: str) -> PodResourcesError:

@@ -45,6 +45,11 @@ class AgentMetrics:
         self.api_writes = Counter(
             "topoplace_agent_api_writes", "PATCH requests sent for the node", registry=r
         )
+        self.nrt_writes = Counter(
+            "topoplace_agent_nrt_writes",
+            "NodeResourceTopology creates and patches sent for this node",
+            registry=r,
+        )
         self.label_changes = Counter(
             "topoplace_agent_label_changes", "Owned keys added, changed or removed", registry=r
         )

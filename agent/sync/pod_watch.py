@@ -9,6 +9,8 @@ the list's resourceVersion, and a fresh list whenever the watch ends, expires (4
   prefetch left, or of pods deleted while the agent was down. A lease written after the list
   was asked for is kept: its pod may be too new for the list.
 The leases themselves (format, guard, race with eviction) are `agent.cache.lease`.
+`on_event` hears every pod event and list (the NodeResourceTopology publisher's trigger: a pod
+started, changed or went); with `lease=False` the watch runs for it alone.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -86,6 +88,8 @@ class PodLeases:
         sleep: Sleep = asyncio.sleep,
         backoff: Backoff | None = None,
         watch_seconds: int = _WATCH_SECONDS,
+        on_event: Callable[[], None] = lambda: None,
+        lease: bool = True,
     ) -> None:
         self._api = api
         self._core = client.CoreV1Api(api)
@@ -95,6 +99,8 @@ class PodLeases:
         self._sleep = sleep
         self._backoff = backoff or Backoff(BackoffPolicy(initial=1.0, cap=30.0))
         self._watch_seconds = watch_seconds
+        self._on_event = on_event
+        self._lease = lease
         self._held: dict[str, set[Version]] = {}  # uid -> versions this agent leased
         self.lists = 0  # completed list-and-sweep passes, for tests and logs
 
@@ -105,7 +111,7 @@ class PodLeases:
         return os.access(base, os.W_OK)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set() and not await asyncio.to_thread(self._writable):
+        while self._lease and not stop.is_set() and not await asyncio.to_thread(self._writable):
             log.warning(
                 "dataset leases are off until %s is writable: a version in use is protected "
                 "only by its prefetch's lease",
@@ -136,8 +142,13 @@ class PodLeases:
                 live.add(pod["metadata"]["uid"])
         for uid in set(self._held) - live:
             self._held.pop(uid, None)
-        removed = await asyncio.to_thread(sweep, self._root, live, listed_at=listed_at)
+        removed = (
+            await asyncio.to_thread(sweep, self._root, live, listed_at=listed_at)
+            if self._lease
+            else []
+        )
         self.lists += 1
+        self._on_event()
         log.debug("pod leases synced", extra={"pods": len(live), "swept": len(removed)})
         return str(found.metadata.resource_version or "")
 
@@ -150,6 +161,7 @@ class PodLeases:
                 timeout_seconds=self._watch_seconds,
             ):
                 await self._apply(event["type"], event["raw_object"])
+                self._on_event()
 
     async def _apply(self, kind: str, pod: Mapping[str, Any]) -> bool:
         """Bring one pod's leases up to date; True while the pod still runs here."""
@@ -157,6 +169,8 @@ class PodLeases:
         if not uid:
             return False
         phase = (pod.get("status") or {}).get("phase")
+        if not self._lease:
+            return kind != "DELETED" and phase not in _FINISHED
         if kind == "DELETED" or phase in _FINISHED:
             self._held.pop(uid, None)
             if await asyncio.to_thread(drop, self._root, uid):

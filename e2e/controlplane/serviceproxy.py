@@ -7,7 +7,10 @@ cluster (webhook calls among them) goes through this HTTP CONNECT proxy on a uni
 (kube-apiserver --egress-selector-config-file). A CONNECT to a Service's ClusterIP and port is
 joined to a Ready pod that the Service selects, at the container port its targetPort names, as
 kube-proxy would pick one; a CONNECT to a loopback address is joined as it is; anything else is
-refused, so nothing here ever dials outside 127.0.0.0/8.
+refused, so nothing here ever dials outside 127.0.0.0/8. A Service's DNS name
+(`<name>.<namespace>.svc[.cluster.local]`, what cluster DNS would resolve) is joined the same
+way: the host processes that stand in for pods (the second kube-scheduler calling the
+webhook's extender) use it as they would in a cluster.
 
 The same proxy listens on a loopback TCP port for the containers the e2e runtime runs: their
 HTTP(S)_PROXY. A container that reaches for the internet (an example policy's s3:// source on
@@ -24,6 +27,7 @@ import contextlib
 import ipaddress
 import itertools
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,17 @@ from typing import Any
 log = logging.getLogger("e2e.controlplane.serviceproxy")
 
 __all__ = ["Backend", "backends_of", "main"]
+
+_SERVICE_NAME = re.compile(
+    r"(?P<name>[a-z0-9-]+)\.(?P<namespace>[a-z0-9-]+)\.svc(?:\.cluster\.local)?"
+)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -75,17 +90,28 @@ class Proxy:
         self.core = core
         self.turn = itertools.count()  # round robin over the Ready pods
 
-    async def _targets(self, host: str, port: int) -> list[tuple[str, int]]:
+    async def _service(self, host: str, port: int) -> Any:
+        named = _SERVICE_NAME.fullmatch(host)
+        if named is not None:
+            services = await self.core.list_namespaced_service(
+                named["namespace"], field_selector=f"metadata.name={named['name']}"
+            )
+            return next(iter(services.items), None)
         try:
             address = ipaddress.ip_address(host)
         except ValueError:
             raise LookupError(f"{host}:{port}: nothing outside 127.0.0.0/8 is reachable") from None
         if address.is_loopback:
-            return [(host, port)]
+            return None
         services = await self.core.list_service_for_all_namespaces()
-        service = next((s for s in services.items if s.spec.cluster_ip == host), None)
+        return next((s for s in services.items if s.spec.cluster_ip == host), None)
+
+    async def _targets(self, host: str, port: int) -> list[tuple[str, int]]:
+        if _is_loopback(host):
+            return [(host, port)]
+        service = await self._service(host, port)
         if service is None or not service.spec.selector:
-            raise LookupError(f"{host}:{port} is no Service ClusterIP with a selector")
+            raise LookupError(f"{host}:{port} is no Service ClusterIP or name with a selector")
         selector = ",".join(f"{k}={v}" for k, v in sorted(service.spec.selector.items()))
         pods = await self.core.list_namespaced_pod(
             service.metadata.namespace, label_selector=selector

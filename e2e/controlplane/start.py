@@ -45,7 +45,7 @@ AUDIT_POLICY = {
     "omitStages": ["RequestReceived"],
     "rules": [
         # Writes to nodes, pods and our objects, with who made them: the e2e checks count the
-        # agent's node writes from here.
+        # agent's node and NodeResourceTopology writes from here.
         {
             "level": "Metadata",
             "verbs": ["create", "update", "patch", "delete"],
@@ -53,6 +53,7 @@ AUDIT_POLICY = {
                 {"group": "", "resources": ["nodes", "nodes/status", "pods", "secrets"]},
                 {"group": "admissionregistration.k8s.io"},
                 {"group": "resource.k8s.io"},
+                {"group": "topology.node.k8s.io", "resources": ["noderesourcetopologies"]},
             ],
         },
         {"level": "None"},

@@ -2,12 +2,11 @@
 kubelet alone decides (its Topology, CPU, memory and device managers), compared with what
 `explain` said of that node beforehand. The kubelet is the truth; the table is printed.
 
-Two disagreements are known and kept visible. A node fragmented by running pods: explain sees
-the machine's NUMA shape, not what is free on each NUMA node now (that needs the kubelet's
-per-NUMA free capacity, published as NodeResourceTopology: the next step). And a GPU pod
-bound by nodeName to a node without GPUs: the kubelet admits it (it ignores extended
-resources its node does not report), while explain, like kube-scheduler, says it does not
-fit."""
+A node fragmented by running pods is judged on what each NUMA node has free now (its
+NodeResourceTopology, once it shows the pods that run there). One disagreement is known and
+kept visible: a GPU pod bound by nodeName to a node without GPUs: the kubelet admits it (it
+ignores extended resources its node does not report), while explain, like kube-scheduler,
+says it does not fit."""
 
 from __future__ import annotations
 
@@ -19,11 +18,13 @@ from typing import Any
 
 import pytest
 
+from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.agent.discovery import machines
 from tests.e2e.helpers import cluster_cli, explain, training_pod
 from tests.e2e.kubelet_truth import wait_admitted_or_refused
+from tests.e2e.nrt_truth import kubelet_free, published
 
 CONTAINER_SCOPE_NODE = "pcie-container-scope"
 GI = "Gi"
@@ -99,7 +100,6 @@ CASES = [
         "2 GPUs, 1 free on each NUMA node",
         "dgx-h100-b",
         guaranteed("frag-2", 2, 8, "16Gi"),
-        known="fragmentation: explain sees the machine, not per-NUMA free capacity",
         before=[guaranteed("frag-a", 3, 8, "16Gi"), guaranteed("frag-b", 3, 8, "16Gi")],
     ),
 ]
@@ -153,6 +153,12 @@ def test_explain_agrees_with_the_kubelet(
         for pod in case.before:
             create(_bound(pod, case.node), namespace)
             assert _kubelet_verdict(kubectl, namespace, pod["metadata"]["name"])[0]
+        # explain reads free capacity: once the agent has published what the kubelet holds
+        # (the pods before, or the previous case's pods gone)
+        procs.wait_for(
+            lambda case=case: published(kubectl, case.node) == kubelet_free(cluster, case.node),
+            f"NodeResourceTopology {case.node} true before {case.what!r}",
+        )
         verdicts = explain(cluster, case.pod, namespace, tmp_path)["nodes"]
         said = next(v for v in verdicts if v["node"] == case.node)
         name = case.pod["metadata"]["name"]

@@ -88,7 +88,10 @@ def kustomize(kubectl: Kubectl, target: Path) -> Rendering:
 
 
 def template(helm: Helm, *args: str) -> Rendering:
-    return objects(helm("template", RELEASE, str(CHART), f"--namespace={NAMESPACE}", *args))
+    # --include-crds: crds/ holds the NodeResourceTopology CRD the kustomize install has too.
+    return objects(
+        helm("template", RELEASE, str(CHART), f"--namespace={NAMESPACE}", "--include-crds", *args)
+    )
 
 
 @pytest.mark.parametrize("values", [None, *(overlay_values(o) for o in OVERLAYS)])

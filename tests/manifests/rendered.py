@@ -100,6 +100,7 @@ def _render_chart(target: str) -> Rendering:
         "topoplace",
         str(CHART),
         f"--namespace={NAMESPACE}",
+        "--include-crds",  # crds/: the NodeResourceTopology CRD, as kustomize renders it
         *(f"--values={v}" for v in values),
     )
     return Rendering(tuple(d for d in yaml.safe_load_all(out) if d))

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
+from agent.nrt.body import GROUP as NRT_GROUP
+from agent.nrt.body import PLURAL as NRT_PLURAL
 from tests.manifests.rendered import REPO, Rendering, render
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
@@ -31,6 +33,13 @@ CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
 _WATCH_ARG = re.compile(r"\.(list_[a-z0-9_]+)\([^()]*?\bwatch=True")
 # `explain --kubeconfig` reads the cluster with the user's credentials, never in a pod.
 USER_SIDE = ("webhook/cli/explain_cluster.py",)
+# Custom-object calls name their group and plural as arguments: the files allowed to make
+# them, and the one resource they address: the agent writes NodeResourceTopology objects, the
+# webhook's cache reads them.
+_CUSTOM = {
+    "agent/nrt/": (NRT_GROUP, NRT_PLURAL),
+    "webhook/scheduler/nrt_cache.py": (NRT_GROUP, NRT_PLURAL),
+}
 _CALL_API = re.compile(r"call_api\(\s*'([^']+)',\s*'([A-Z]+)'")
 _API_CLASSES = [
     cls for name, cls in inspect.getmembers(client, inspect.isclass) if name.endswith("Api")
@@ -52,6 +61,8 @@ def grant_of(method: str) -> Grant | None:
             group, rest = parts[1], parts[3:]
         if rest[:2] == ["namespaces", "{namespace}"]:
             rest = rest[2:]
+        if not rest:
+            return None  # discovery (/apis/{group}/{version}): every authenticated user may
         named = len(rest) > 1
         resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
         verb = {
@@ -77,14 +88,22 @@ def calls_in(
             continue
         text = path.read_text()
         for name in set(_CALL.findall(text)):
-            grant = grant_of(name)
+            grant = _custom(grant_of(name), where, name)
             if grant is not None:
                 found[grant].add(str(path.relative_to(REPO)))
         for name in set(_WATCHED.findall(text)) | set(_WATCH_ARG.findall(text)):
-            grant = grant_of(name)
+            grant = _custom(grant_of(name), where, name)
             if grant is not None and grant[2] == "list":
                 found[(grant[0], grant[1], "watch")].add(str(path.relative_to(REPO)))
     return dict(found)
+
+
+def _custom(grant: Grant | None, where: str, name: str) -> Grant | None:
+    if grant is None or grant[0] != "{group}":
+        return grant
+    custom = [g for prefix, g in _CUSTOM.items() if where.startswith(prefix)]
+    assert custom, f"{where}: custom-object call {name} outside {list(_CUSTOM)}"
+    return custom[0][0], custom[0][1], grant[2]
 
 
 def grants_of(r: Rendering, service_account: str) -> set[Grant]:
@@ -140,6 +159,8 @@ def test_agent_calls_only_get_and_patch_on_nodes_and_watches_pods() -> None:
         ("", "nodes", "patch"),
         ("", "pods", "list"),  # its own node's pods (dataset leases), never one by name
         ("", "pods", "watch"),
+        # its node's NodeResourceTopology: never listed, watched or deleted
+        *((NRT_GROUP, NRT_PLURAL, v) for v in ("get", "create", "patch")),
     }
 
 
@@ -162,6 +183,8 @@ def importers_of(module: str) -> set[str]:
 
 
 NODE_READS = {("", "nodes", "list"), ("", "nodes", "watch")}
+TOPOLOGY_READS = {(NRT_GROUP, NRT_PLURAL, v) for v in ("list", "watch")}
+LEASE_READS = {("coordination.k8s.io", "leases", "get")}
 TEMPLATE_READS = {("resource.k8s.io", "resourceclaimtemplates", v) for v in ("list", "watch")}
 
 
@@ -171,19 +194,28 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     calls = calls_in("webhook", skip=CLAIMS + USER_SIDE)
     cache = str(Path("webhook") / "server" / "node_cache.py")
     templates = str(Path("webhook") / "server" / "template_cache.py")
+    topology = str(Path("webhook") / "scheduler" / "nrt_cache.py")
+    leases = str(Path("webhook") / "scheduler" / "leases.py")
     assert set().union(*calls.values()) == {
         str(Path("webhook") / "certs" / "sync.py"),
         cache,
         templates,
+        topology,
+        leases,
     }
     assert {grant for grant, files in calls.items() if cache in files} == NODE_READS
     assert {grant for grant, files in calls.items() if templates in files} == TEMPLATE_READS
+    assert {grant for grant, files in calls.items() if topology in files} == TOPOLOGY_READS
+    assert {grant for grant, files in calls.items() if leases in files} == LEASE_READS
     # the `certs` command, run only by the sidecar; the node cache, started by the server app
     assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
     assert importers_of("webhook.server.node_cache") == {str(Path("webhook") / "server" / "app.py")}
     assert importers_of("webhook.server.template_cache") == {
         str(Path("webhook") / "server" / "app.py")
     }
+    service = {str(Path("webhook") / "scheduler" / "service.py")}
+    assert importers_of("webhook.scheduler.nrt_cache") == service
+    assert importers_of("webhook.scheduler.leases") == service
 
 
 def test_serve_runs_the_node_cache_in_every_overlay() -> None:
@@ -195,5 +227,5 @@ def test_serve_runs_the_node_cache_in_every_overlay() -> None:
 
 
 def test_cert_manager_overlay_grants_the_webhook_only_node_reads() -> None:
-    reads = NODE_READS | TEMPLATE_READS
+    reads = NODE_READS | TEMPLATE_READS | TOPOLOGY_READS | LEASE_READS
     assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == reads

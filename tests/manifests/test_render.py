@@ -17,18 +17,19 @@ _CRD_GROUPS = ("cert-manager.io/",)
 BASE_KINDS = {
     "Namespace": 1,
     "ServiceAccount": 3,  # agent, webhook, claim-templates
-    "ClusterRole": 5,  # + the webhook's node and template caches (list/watch)
-    "ClusterRoleBinding": 5,
-    "Role": 1,
-    "RoleBinding": 1,
+    "ClusterRole": 6,  # + the webhook's node, template and NodeResourceTopology caches
+    "ClusterRoleBinding": 6,
+    "Role": 2,  # + the webhook's scheduler Lease reads, in kube-system
+    "RoleBinding": 2,
     "ConfigMap": 1,
     "DaemonSet": 1,
     "Deployment": 2,  # webhook, claim-templates
     "Service": 1,
     "PodDisruptionBudget": 1,
     "MutatingWebhookConfiguration": 1,
-    "ValidatingAdmissionPolicy": 1,
-    "ValidatingAdmissionPolicyBinding": 1,
+    "ValidatingAdmissionPolicy": 2,  # the agent's Node writes, its NodeResourceTopology
+    "ValidatingAdmissionPolicyBinding": 2,
+    "CustomResourceDefinition": 1,  # components/noderesourcetopology-crd
 }
 
 
@@ -57,12 +58,18 @@ def test_every_namespaced_object_lands_in_topoplace_system() -> None:
         "MutatingWebhookConfiguration",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "CustomResourceDefinition",
     }
+    # kube-scheduler keeps its leader-election Lease in kube-system: reading it is granted there.
+    elsewhere = {("Role", "topoplace-webhook-scheduler-leases"): "kube-system"}
+    elsewhere[("RoleBinding", "topoplace-webhook-scheduler-leases")] = "kube-system"
     for obj in render().objects:
+        name = obj["metadata"]["name"]
         if obj["kind"] in cluster_scoped:
-            assert "namespace" not in obj["metadata"], obj["metadata"]["name"]
+            assert "namespace" not in obj["metadata"], name
         else:
-            assert obj["metadata"]["namespace"] == "topoplace-system", obj["metadata"]["name"]
+            expected = elsewhere.get((obj["kind"], name), "topoplace-system")
+            assert obj["metadata"]["namespace"] == expected, name
     for binding in render().all("RoleBinding") + render().all("ClusterRoleBinding"):
         for subject in binding["subjects"]:
             assert subject["namespace"] == "topoplace-system"

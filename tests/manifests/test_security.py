@@ -126,6 +126,8 @@ def test_api_token_only_where_the_api_is_called(target: str) -> None:
         ]
         if name == "topoplace-claim-templates":  # keeps DRA templates: list/watch/create/delete
             expected = ["claim-templates"]
+        elif name == "topoplace-numa-scheduler":  # a kube-scheduler: watches, binds, its Lease
+            expected = ["kube-scheduler"]
         else:
             # certs renews the serving certificate; serve's node cache lists and watches nodes
             expected = ["certs", "serve"] if overlay(target) != "cert-manager" else ["serve"]

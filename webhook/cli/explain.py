@@ -21,6 +21,7 @@ __all__ = ["add_arguments", "run"]
 EXIT_NONE_FITS = 1
 EXIT_BAD_INPUT = 2
 DEFAULT_CONFIGMAP = "topoplace-system/topoplace-policies"
+_NRT = "NodeResourceTopology"
 _CURRENT = Path("-")  # --kubeconfig given without a path: $KUBECONFIG or ~/.kube/config
 
 
@@ -42,7 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, cluster_default: bool = Fa
     )
     source = parser.add_mutually_exclusive_group(required=not cluster_default)
     source.add_argument(
-        "--nodes", type=Path, metavar="NODES.yaml", help="`kubectl get nodes -o yaml` output"
+        "--nodes",
+        type=Path,
+        metavar="NODES.yaml",
+        help="`kubectl get nodes -o yaml` output; NodeResourceTopology objects in it add free "
+        "capacity per NUMA node",
     )
     source.add_argument(
         "--kubeconfig",
@@ -77,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     from webhook.explain.nodes import NodeError, node_views
     from webhook.explain.render import to_json_text, to_table
     from webhook.explain.verdict import explain_pod
+    from webhook.kube_read import ApiError
     from webhook.policy.loader import PolicyLoadError, load_policy_dir
-    from webhook.server.kube_read import ApiError
+    from webhook.topology.zones import ZoneError, zones_of_documents
     from webhook.yaml_io import YamlInputError, load_documents
 
     settings = settings_from_args(args)
@@ -97,14 +103,21 @@ def run(args: argparse.Namespace) -> int:
             kubeconfig = None if args.kubeconfig in (None, _CURRENT) else args.kubeconfig
             configmap = DEFAULT_CONFIGMAP if policies is None else None
             view = asyncio.run(read_cluster(kubeconfig, policies_configmap=configmap))
-            nodes, context_ns = view.nodes, view.namespace
+            nodes, context_ns, zones = view.nodes, view.namespace, view.zones
             policies = policies or view.policies
         else:
             text = args.nodes.read_text("utf-8")
-            nodes = node_views(load_documents(text, source=str(args.nodes)))
+            docs = [
+                item
+                for doc in load_documents(text, source=str(args.nodes))
+                for item in (doc.get("items") or [] if doc.get("kind") == "List" else [doc])
+            ]
+            # NodeResourceTopology objects beside the Nodes: free capacity per NUMA node.
+            zones = zones_of_documents(d for d in docs if d.get("kind") == _NRT)
+            nodes = node_views(d for d in docs if d.get("kind") != _NRT)
     except (OSError, UnicodeDecodeError) as exc:
         return _fail(f"cannot read input: {exc}")
-    except (YamlInputError, NodeError, ConfigError, _BadInput) as exc:
+    except (YamlInputError, NodeError, ConfigError, ZoneError, _BadInput) as exc:
         return _fail(str(exc))
     except PolicyLoadError as exc:
         return _fail("; ".join(exc.messages))
@@ -113,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
     assert policies is not None
     namespace = doc_ns or args.namespace or context_ns or "default"
     try:
-        explanation = explain_pod(pod, namespace, policies, nodes, settings, label=label)
+        explanation = explain_pod(
+            pod, namespace, policies, nodes, settings, label=label, zones=zones.get
+        )
     except InvalidPod as exc:
         return _fail(f"{label}: {exc}")
     for warning in explanation.warnings:

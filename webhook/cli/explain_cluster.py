@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from webhook.explain.nodes import NodeView, node_views, used_by_node
 from webhook.explain.requests import pod_requests
 from webhook.explain.verdict import with_usage
 from webhook.policy.loader import PolicySet, load_policy_dir
+from webhook.topology.zones import NRT_GROUP, NRT_PLURAL, NRT_VERSION, NodeZones, zones_of_documents
 
 __all__ = ["ClusterView", "read_cluster"]
 
@@ -30,13 +31,14 @@ class ClusterView:
     nodes: list[NodeView]
     policies: PolicySet | None  # None when a --policies directory was given instead
     namespace: str | None  # the kubeconfig context's namespace, if it names one
+    zones: dict[str, NodeZones] = field(default_factory=dict)  # NodeResourceTopology by node
 
 
 async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | None) -> ClusterView:
     from kubernetes_asyncio import client
 
     from common.kube_config import load_configuration
-    from webhook.server.kube_read import list_all, read_json
+    from webhook.kube_read import ApiError, list_all, read_json
 
     if kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         # Read $KUBECONFIG now: the client library reads it once, when first imported.
@@ -46,6 +48,17 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
         core = client.CoreV1Api(api)
         raw_nodes, _ = await list_all(core.list_node)
         raw_pods, _ = await list_all(core.list_pod_for_all_namespaces, field_selector=_BOUND)
+        try:
+            raw_zones, _ = await list_all(
+                client.CustomObjectsApi(api).list_cluster_custom_object,
+                group=NRT_GROUP,
+                version=NRT_VERSION,
+                plural=NRT_PLURAL,
+            )
+        except ApiError as exc:
+            if exc.status not in (403, 404):  # no CRD, or not ours to read: hardware only
+                raise
+            raw_zones = []
         policies = None
         if policies_configmap is not None:
             namespace, _, name = policies_configmap.rpartition("/")
@@ -61,7 +74,8 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
         if (p.get("spec") or {}).get("nodeName") and _holds_resources(p)
     )
     nodes = with_usage(node_views({**n, "kind": "Node"} for n in raw_nodes), usage)
-    return ClusterView(nodes, policies, _context_namespace(kubeconfig))
+    zones = zones_of_documents(raw_zones)
+    return ClusterView(nodes, policies, _context_namespace(kubeconfig), zones)
 
 
 def _holds_resources(pod: dict[str, Any]) -> bool:

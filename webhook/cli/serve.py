@@ -97,11 +97,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with a warning; without it the webhook trusts that every template exists",
     )
     parser.add_argument(
+        "--numa-scheduling",
+        action="store_true",
+        help="watch NodeResourceTopology objects (RBAC: noderesourcetopologies list, watch; "
+        "leases get in kube-system): serve the scheduler extender on /scheduler/filter and "
+        "/scheduler/prioritize, say at admission what no NUMA node has free and when a "
+        "policy's numaAwareScheduler is not running",
+    )
+    parser.add_argument(
         "--kubeconfig",
         type=Path,
         metavar="FILE",
-        help="for --node-cache and --claim-template-cache outside a pod (default: in-cluster, "
-        "else $KUBECONFIG)",
+        help="for --node-cache, --claim-template-cache and --numa-scheduling outside a pod "
+        "(default: in-cluster, else $KUBECONFIG)",
     )
     parser.add_argument(
         "--shutdown-timeout",
@@ -120,8 +128,13 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return "serving needs TLS: give --tls-cert FILE and --tls-key FILE, or --self-signed"
     if args.self_signed_dir is not None and not args.self_signed:
         return "--self-signed-dir only makes sense with --self-signed"
-    if args.kubeconfig is not None and not (args.node_cache or args.claim_template_cache):
-        return "--kubeconfig only makes sense with --node-cache or --claim-template-cache"
+    if args.kubeconfig is not None and not (
+        args.node_cache or args.claim_template_cache or args.numa_scheduling
+    ):
+        return (
+            "--kubeconfig only makes sense with --node-cache, --claim-template-cache or "
+            "--numa-scheduling"
+        )
     for flag, value in (("--port", args.port), ("--metrics-port", args.metrics_port)):
         if not -1 <= value <= 65535 or (flag == "--port" and value < 0):
             return f"{flag} must be a port number (got {value})"
@@ -180,6 +193,7 @@ async def _serve(
         node_cache=args.node_cache,
         kubeconfig=args.kubeconfig,
         claim_template_cache=args.claim_template_cache,
+        numa_scheduling=args.numa_scheduling,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -4,8 +4,8 @@ No I/O and no mutation of the input: the levels of the pod that change are copie
 step edits the copy, and the RFC 6902 patch is the diff of copy against input, so patch and
 result always agree. The returned pod shares unchanged parts with the input: treat both as
 read-only.
-Each step lives in its own module (affinity, resources, datasets, launcher, env); the pod's
-shape is checked first (pod_shape), so the steps can trust the fields they edit.
+Each step lives in its own module (affinity, resources, datasets, launcher, env, scheduler);
+the pod's shape is checked first (pod_shape), so the steps can trust the fields they edit.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from webhook.engine.mutation import EngineSettings, Mutation
 from webhook.engine.patch import clone, json_diff
 from webhook.engine.pod_shape import check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
+from webhook.engine.scheduler import set_scheduler
 from webhook.engine.workers import all_containers, numa_request, pod_gpus, select_workers
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
@@ -150,6 +151,7 @@ def _apply(
     )
     add_required(spec, exprs)
     add_preferred(spec, dataset_preferences(rules.datasets))
+    set_scheduler(spec, rules.placement.numa_aware_scheduler, warnings=warnings)
     return None
 
 

@@ -269,6 +269,11 @@ class NodeIndex:
     def refusing_kubelets(self, plan: PodPlan) -> list[str]:
         return self.fit(plan)[1]
 
+    def admitted_names(self, plan: PodPlan) -> Iterator[str]:
+        """The nodes that pass every check, by name, lazily: a caller looking for one with
+        room now stops at the first."""
+        return (view.name for _, view in self._views_in(self._admitted(plan)[0]))
+
     def pair_groups(self, plan: PodPlan) -> list[tuple[NodeView, int, list[str]]]:
         """The nodes the pod fits, in groups alike for the GPU↔NIC pairs verdict: one view of
         each group, how many nodes it has and the first few names."""

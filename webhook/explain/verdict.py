@@ -14,6 +14,7 @@ from typing import Any
 from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import Check, PodPlan, plan_for
+from webhook.explain.free import NUMA_FREE_CHECK, ZonesOf, free_refusal
 from webhook.explain.kubelet import topology_failure
 from webhook.explain.nodes import NodeView
 from webhook.explain.pairs.verdict import PairsVerdict, pairs_verdict
@@ -221,8 +222,11 @@ def explain_pod(
     settings: EngineSettings | None = None,
     *,
     label: str = "",
+    zones: ZonesOf | None = None,
 ) -> Explanation:
-    """Mutate `pod` as the webhook would, then judge it against every node.
+    """Mutate `pod` as the webhook would, then judge it against every node; with `zones`
+    (NodeResourceTopology per node), a node whose hardware fits but whose NUMA nodes have no
+    room now fails check `numa-free`.
 
     Raises webhook.engine.pod_shape.InvalidPod when the pod is not shaped like a Pod.
     """
@@ -236,7 +240,8 @@ def explain_pod(
         )
     else:
         plan = plan_for(mutation.pod, policy)
-        verdicts = tuple(sorted((evaluate(plan, n) for n in nodes), key=_order))
+        judged = (_now(evaluate(plan, n), plan, zones) for n in nodes)
+        verdicts = tuple(sorted(judged, key=_order))
     name = label or _pod_label(pod)
     return Explanation(
         pod=name,
@@ -247,6 +252,15 @@ def explain_pod(
         denial=mutation.denial,
         mutated=mutation.pod,
     )
+
+
+def _now(verdict: NodeVerdict, plan: PodPlan, zones: ZonesOf | None) -> NodeVerdict:
+    if not verdict.fits or zones is None:
+        return verdict
+    reason = free_refusal(plan, zones(verdict.node))
+    if reason is None:
+        return verdict
+    return replace(verdict, fits=False, reason=reason, check=NUMA_FREE_CHECK, reasons=(reason,))
 
 
 def _pod_label(pod: Mapping[str, Any]) -> str:

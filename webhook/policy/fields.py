@@ -31,6 +31,7 @@ __all__ = [
     "NamespaceGlob",
     "NonEmptyLabelValue",
     "Quantity",
+    "SchedulerName",
     "SecretName",
     "SourceUrl",
 ]
@@ -87,9 +88,21 @@ def _secret_name(value: str) -> str:
     labels = value.split(".")
     if len(value) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in labels):
         raise ValueError(
-            f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', "
-            "at most 253"
+            f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', at most 253"
         )
+    return value
+
+
+def _scheduler_name(value: str) -> str:
+    # A profile name, and the name of the leader-election Lease the webhook looks for: a DNS
+    # subdomain.
+    if len(value) > 253 or not all(_DNS_LABEL.fullmatch(p) for p in value.split(".")):
+        raise ValueError(
+            f"{value!r} is not a scheduler name: lowercase alphanumerics, '-' and '.', "
+            "at most 253 (e.g. topoplace-numa-scheduler)"
+        )
+    if value == "default-scheduler":
+        raise ValueError("'default-scheduler' is the NUMA-blind default: name another one")
     return value
 
 
@@ -174,3 +187,4 @@ ExtendedResource = Annotated[str, AfterValidator(_extended_resource)]
 MountPath = Annotated[str, AfterValidator(_mount_path)]
 SourceUrl = Annotated[str, AfterValidator(_source_url)]
 SecretName = Annotated[str, AfterValidator(_secret_name)]
+SchedulerName = Annotated[str, AfterValidator(_scheduler_name)]

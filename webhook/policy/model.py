@@ -32,6 +32,7 @@ from webhook.policy.fields import (
     NamespaceGlob,
     NonEmptyLabelValue,
     Quantity,
+    SchedulerName,
     SecretName,
     SourceUrl,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "API_VERSION",
     "KIND",
     "NUMA_BINDINGS",
+    "REFUSING_TOPOLOGY_POLICIES",
     "SOURCE_SCHEMES",
     "Dataset",
     "Dra",
@@ -58,6 +60,9 @@ KIND = "PlacementPolicy"
 # torchrun --numa-binding choices (PyTorch >= 2.8).
 NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
 TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+# The kubelet policies that refuse a pod its NUMA node cannot hold: what a NUMA-aware
+# scheduler exists to avoid. Under best-effort or none the pod would start anyway.
+REFUSING_TOPOLOGY_POLICIES = ("restricted", "single-numa-node")
 
 
 class _Model(BaseModel):
@@ -102,6 +107,25 @@ class Placement(_Model):
     """Acceptable kubelet topologyManagerPolicy values."""
     required_labels: dict[LabelKey, LabelValue] = {}
     """Extra node label = value requirements."""
+    numa_aware_scheduler: SchedulerName | None = None
+    """Scheduler the pod's spec.schedulerName names, one that knows each NUMA node's free
+    GPUs (Topoplace's own is topoplace-numa-scheduler)."""
+
+    @model_validator(mode="after")
+    def _scheduler_needs_refusing_kubelets(self) -> Placement:
+        # A NUMA-aware scheduler only matters on kubelets that refuse a misaligned pod; the
+        # node affinity from topologyManagerPolicies is what keeps the pod on those.
+        if self.numa_aware_scheduler is None:
+            return self
+        listed = self.topology_manager_policies or []
+        if not listed or any(p not in REFUSING_TOPOLOGY_POLICIES for p in listed):
+            raise ValueError(
+                "numaAwareScheduler needs topologyManagerPolicies limited to "
+                f"{' and/or '.join(REFUSING_TOPOLOGY_POLICIES)} (got "
+                f"{listed or 'none'}): elsewhere the kubelet does not refuse a pod its NUMA "
+                "node cannot hold"
+            )
+        return self
 
 
 class WholeNumaNodes(_Model):

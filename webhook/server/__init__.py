@@ -4,8 +4,9 @@
 with the engine, `app` is the aiohttp application (access log, health, drain on SIGTERM),
 `tls` serves and reloads the key pair, `reload` swaps the policy set when its files change,
 `metrics` is the Prometheus registry, `node_cache` lists and watches nodes for the no-fit
-warning (through `kube_read`, which `explain --kubeconfig` shares).
+warning (through `webhook.kube_read`, which `explain --kubeconfig` shares). With
+`--numa-scheduling` the app also mounts `webhook.scheduler`'s extender routes and warnings.
 
-Imports: `explain`, `engine`, `policy`, the webhook wire formats and `common`; never `certs`
-or `cli`.
+Imports: `scheduler`, `explain`, `engine`, `policy`, the webhook wire formats and `common`;
+never `certs` or `cli`.
 """

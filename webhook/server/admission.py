@@ -28,7 +28,15 @@ from webhook.server.response import build_response
 from webhook.server.review import AdmissionReviewOut, MalformedReview, ReviewRequest
 from webhook.vocabulary import MIRROR_ANNOTATION, POLICY_LABEL
 
-__all__ = ["Admission", "Admitter", "FitCheck", "MutateFn", "Outcome", "PolicyAdmitter"]
+__all__ = [
+    "Admission",
+    "Admitter",
+    "FitCheck",
+    "MutateFn",
+    "Outcome",
+    "PolicyAdmitter",
+    "combined",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +46,14 @@ MutateFn = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
 FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], list[str]]
 
 _EMPTY = PolicySet()
+
+
+def combined(*checks: FitCheck | None) -> FitCheck | None:
+    """One FitCheck giving the warnings of each given check, in order (None: none given)."""
+    given = [c for c in checks if c is not None]
+    if len(given) <= 1:
+        return given[0] if given else None
+    return lambda pod, policy: [w for check in given for w in check(pod, policy)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,8 @@ from aiohttp import web
 from common.logsetup import log_fields
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
-from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
+from webhook.scheduler.service import NumaScheduling
+from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter, combined
 from webhook.server.answer_cache import CachedAdmitter
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.node_cache import NodeCache
@@ -73,6 +74,9 @@ class ServerConfig:
     node_cache: bool = False
     kubeconfig: Path | None = None  # for the caches; None: in-cluster or $KUBECONFIG
     claim_template_cache: bool = False  # DRA templates not there yet: fallback (template_cache)
+    # NodeResourceTopology watch, the scheduler extender routes, scheduler Lease checks.
+    numa_scheduling: bool = False
+    lease_check_interval: float = 10.0  # how often a named scheduler's Lease is read
 
 
 # Mutable on purpose: the metrics port is only known once the listener has started.
@@ -201,8 +205,15 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     )
     watcher.load_initial()
     tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
-    nodes = NodeCache() if config.node_cache else None
-    fit_check = nodes.check if nodes is not None else None
+    numa = (
+        NumaScheduling(lambda: store.current, lease_interval=config.lease_check_interval)
+        if config.numa_scheduling
+        else None
+    )
+    nodes = NodeCache(zones=numa.zones if numa else None) if config.node_cache else None
+    fit_check = combined(
+        nodes.check if nodes is not None else None, numa.warnings if numa is not None else None
+    )
     templates = TemplateCache() if config.claim_template_cache else None
     settings = (
         replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
@@ -215,6 +226,7 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
             store.current,
             nodes.stamp() if nodes is not None else None,
             templates.generation if templates is not None else None,
+            numa.stamp() if numa is not None else None,
         )
 
     # Workloads first (a pod request pays one lookup there), then alike pods from one answer.
@@ -223,6 +235,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes, templates=templates
     )
     app = make_app(state)
+    if numa is not None:
+        numa.add_routes(app)
 
     async def background(_app: web.Application) -> AsyncIterator[None]:
         tasks = [
@@ -231,6 +245,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         ]
         if nodes is not None:
             tasks.append(asyncio.create_task(nodes.run(config.kubeconfig), name="node-cache"))
+        if numa is not None:
+            tasks += [asyncio.create_task(t) for t in numa.tasks(config.kubeconfig)]
         if templates is not None:
             tasks.append(
                 asyncio.create_task(templates.run(config.kubeconfig), name="template-cache")

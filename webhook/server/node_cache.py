@@ -15,21 +15,23 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from common.backoff import Backoff, Sleep
 from webhook import jsonio
 from webhook.explain.checks import plan_for
+from webhook.explain.free import free_warning
 from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeError, NodeView
 from webhook.explain.pairs.verdict import pairs_verdict
 from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning, pairs_warning
+from webhook.kube_read import ApiError, list_all, read_json
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.notes import asks_pairs
-from webhook.server.kube_read import ApiError, list_all, read_json
+from webhook.topology.zones import NodeZones
 from webhook.vocabulary import APPLIED_ANNOTATION
 
-__all__ = ["WATCH_SECONDS", "NodeCache"]
+__all__ = ["WATCH_SECONDS", "NodeCache", "Zones"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,14 @@ def _signature(pod: Mapping[str, Any]) -> bytes:
     )
 
 
+class Zones(Protocol):
+    """Free capacity per NUMA node (webhook/scheduler/nrt_cache.py)."""
+
+    generation: int
+
+    def get(self, node: str) -> NodeZones | None: ...
+
+
 class _Expired(Exception):
     """410 Gone: the resourceVersion is too old to watch from; list again."""
 
@@ -65,8 +75,10 @@ class NodeCache:
         watch_seconds: int = WATCH_SECONDS,
         backoff: Backoff | None = None,
         sleep: Sleep = asyncio.sleep,
+        zones: Zones | None = None,
     ) -> None:
         self.index = NodeIndex()
+        self._zones = zones
         self.ready = False  # the first list is in
         self.resource_version = ""
         self.lists = 0  # lists completed (tests wait on relists)
@@ -75,8 +87,8 @@ class NodeCache:
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self._fresh = False  # listed, and no watch event since
-        # pod signature -> (index, its generation, the answer then)
-        self._answers: dict[bytes, tuple[NodeIndex, int, tuple[str, ...]]] = {}
+        # pod signature -> (index, its generation and the zones', the answer then)
+        self._answers: dict[bytes, tuple[NodeIndex, tuple[int, int], tuple[str, ...]]] = {}
 
     # --- admission side: never waits, never raises ----------------------------------------
     def stamp(self) -> tuple[bool, NodeIndex, int]:
@@ -91,9 +103,11 @@ class NodeCache:
         if not self.ready or policy is None:
             return []
         index = self.index
+        zones = self._zones
+        generation = (index.generation, zones.generation if zones is not None else 0)
         key = _signature(pod)
         known = self._answers.get(key)
-        if known is not None and known[0] is index and known[1] == index.generation:
+        if known is not None and known[0] is index and known[1] == generation:
             return list(known[2])  # the pods of one Job are alike: judged once per node change
         plan = plan_for(pod, policy)
         found: list[str | None] = []
@@ -103,6 +117,8 @@ class NodeCache:
                 found.append(no_fit_warning(plan, index.assess(plan), len(index)))
             else:
                 found.append(kubelet_refusal_warning(plan, refusing))
+                if zones is not None and plan.gpus > 0:
+                    found.append(free_warning(plan, index.admitted_names(plan), zones.get))
                 if asks_pairs(policy):
                     groups = [
                         (verdict, count, names)
@@ -113,7 +129,7 @@ class NodeCache:
         warnings = tuple(w for w in found if w is not None)
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()
-        self._answers[key] = (index, index.generation, warnings)
+        self._answers[key] = (index, generation, warnings)
         return list(warnings)
 
     # --- the list+watch loop -------------------------------------------------------------

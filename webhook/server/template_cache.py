@@ -21,7 +21,7 @@ from typing import Any
 
 from common.backoff import Backoff, Sleep
 from webhook import jsonio
-from webhook.server.kube_read import ApiError, list_all, read_json
+from webhook.kube_read import ApiError, list_all, read_json
 
 __all__ = ["MANAGED_SELECTOR", "TemplateCache"]
 

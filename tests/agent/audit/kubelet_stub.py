@@ -98,10 +98,18 @@ class FakeKubelet:
         with self._lock:
             self._answer = answer
 
-    def offer(self, *device_list: api_pb2.ContainerDevices) -> None:
-        """What GetAllocatableResources answers: the devices the node's plugins offer."""
+    def offer(
+        self,
+        *device_list: api_pb2.ContainerDevices,
+        cpus: Iterable[int] = (),
+        mem: Iterable[api_pb2.ContainerMemory] = (),
+    ) -> None:
+        """What GetAllocatableResources answers: the devices the node's plugins offer, the
+        CPU manager's allocatable CPUs and the memory manager's blocks."""
         with self._lock:
-            self._allocatable = api_pb2.AllocatableResourcesResponse(devices=list(device_list))
+            self._allocatable = api_pb2.AllocatableResourcesResponse(
+                devices=list(device_list), cpu_ids=list(cpus), memory=list(mem)
+            )
 
     def _offered(
         self, request: api_pb2.AllocatableResourcesRequest, context: grpc.ServicerContext

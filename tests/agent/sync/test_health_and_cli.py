@@ -177,6 +177,8 @@ async def test_run_syncs_serves_readyz_and_exits_0_on_sigterm(
     )
     assert apiserver.count("PATCH") == 1  # the resyncs found nothing to write
     assert "dataset imagenet 2024-06 became complete" in "".join(lines)
+    # No kubelet here: the NodeResourceTopology publisher says so once, labelling goes on.
+    assert "".join(lines).count("cannot publish NodeResourceTopology") == 1
 
 
 def test_a_missing_kubeconfig_is_one_clear_error(

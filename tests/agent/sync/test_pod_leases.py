@@ -133,3 +133,34 @@ async def test_leases_of_pods_gone_while_the_agent_was_down_are_swept_at_start(
         apiserver.pods.expire_watches()
         await wait_until(lambda: keeper.lists >= 2, what="a relist after 410 Gone")
         assert _holders(dataset_root) == {("imagenet", "2024-06", UID_1)}
+
+
+async def test_without_leases_the_watch_still_tells_the_publisher_of_every_pod_event(
+    apiserver: FakeApiServer, dataset_root: Path
+) -> None:
+    """`--no-dataset-leases` with the NodeResourceTopology publisher on: one watch, no leases,
+    an event for every start, change and stop (even with no writable lease directory)."""
+    complete_version(dataset_root, "imagenet", "2024-06")
+    volumes, mounts = _cache_volume(dataset_root), [_subpath_mount("imagenet/2024-06")]
+    events: list[int] = []
+    stop = asyncio.Event()
+    async with connect(kubeconfig=apiserver.write_kubeconfig()) as nodes:
+        keeper = PodLeases(
+            nodes.api,
+            node_name=NODE,
+            cache_root=dataset_root / "absent",  # not writable: leases would wait for it
+            watch_seconds=30,
+            on_event=lambda: events.append(1),
+            lease=False,
+        )
+        task = asyncio.create_task(keeper.run(stop))
+        await wait_until(lambda: keeper.lists >= 1 and len(events) == 1, what="first pod list")
+        apiserver.pods.add(pod("t1", uid=UID_1, node=NODE, volumes=volumes, mounts=mounts))
+        await wait_until(lambda: len(events) == 2, what="the start heard")
+        apiserver.pods.set_phase(UID_1, "Succeeded")
+        await wait_until(lambda: len(events) == 3, what="the finish heard")
+        apiserver.pods.delete(UID_1)
+        await wait_until(lambda: len(events) == 4, what="the delete heard")
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
+    assert _holders(dataset_root) == set()

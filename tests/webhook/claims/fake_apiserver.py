@@ -5,7 +5,8 @@ across namespaces with a label selector, create, delete with a resourceVersion p
 Faithful where the client's behaviour depends on it: Status bodies with `reason` and `code`,
 409 AlreadyExists on create, 409 Conflict on a failed precondition, 404 on a missing object
 or namespace, 403 on create in a terminating namespace, watch streams as newline-delimited
-JSON events (ADDED/MODIFIED/DELETED), resourceVersion bumps on every write.
+JSON events (ADDED/MODIFIED/DELETED), resourceVersion bumps on every write, and a watch from
+a resourceVersion first gets the events after it (what changed between a list and its watch).
 Test hooks: fail the next N requests with 500, end every open watch (a dropped connection).
 """
 
@@ -27,7 +28,6 @@ __all__ = ["FakeApiServer", "running"]
 _TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates"
 
 
-
 def _matches(obj: dict[str, Any], selector: str | None) -> bool:
     labels = obj["metadata"].get("labels") or {}
     for term in filter(None, (selector or "").split(",")):
@@ -45,6 +45,7 @@ class FakeApiServer:
         self.fail_next = 0
         self._version = 100
         self._watchers: list[tuple[str, str | None, asyncio.Queue[Any]]] = []
+        self._history: list[tuple[int, str, dict[str, Any]]] = []  # (version, kind, event)
 
     # -- helpers for tests -------------------------------------------------------------
     def bump(self) -> str:
@@ -89,6 +90,9 @@ class FakeApiServer:
             queue.put_nowait(None)
 
     def _notify(self, kind: str, event: str, obj: dict[str, Any]) -> None:
+        # A delete is a write too: it gets a version of its own, as on the API server.
+        version = int(self.bump()) if event == "DELETED" else self._version
+        self._history.append((version, kind, {"type": event, "object": copy.deepcopy(obj)}))
         for watched, selector, queue in self._watchers:
             if watched == kind and _matches(obj, selector):
                 queue.put_nowait({"type": event, "object": copy.deepcopy(obj)})
@@ -123,10 +127,16 @@ class FakeApiServer:
         self, request: web.Request, kind: str, selector: str | None, items: list[dict[str, Any]]
     ) -> web.StreamResponse:
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        # Without a resourceVersion a watch starts with an ADDED event per existing object.
-        if not request.query.get("resourceVersion"):
+        # Without a resourceVersion a watch starts with an ADDED event per existing object;
+        # from one, with every event after it.
+        since = request.query.get("resourceVersion")
+        if not since:
             for item in items:
                 queue.put_nowait({"type": "ADDED", "object": item})
+        else:
+            for version, watched, event in self._history:
+                if version > int(since) and watched == kind and _matches(event["object"], selector):
+                    queue.put_nowait(copy.deepcopy(event))
         entry = (kind, selector, queue)
         self._watchers.append(entry)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})

@@ -35,6 +35,35 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
         {"spec": {"placement": {"requiredLabels": {"a": "x y"}}}},
         "requiredLabels.a",
     ),
+    (
+        "NUMA-aware scheduler without a refusing topology policy",
+        {"spec": {"placement": {"numaAwareScheduler": "topoplace-numa-scheduler"}}},
+        "spec.placement",
+    ),
+    (
+        "NUMA-aware scheduler beside best-effort kubelets",
+        {
+            "spec": {
+                "placement": {
+                    "numaAwareScheduler": "topoplace-numa-scheduler",
+                    "topologyManagerPolicies": ["single-numa-node", "best-effort"],
+                }
+            }
+        },
+        "spec.placement",
+    ),
+    (
+        "scheduler name not a DNS subdomain",
+        {
+            "spec": {
+                "placement": {
+                    "numaAwareScheduler": "NUMA Scheduler",
+                    "topologyManagerPolicies": ["restricted"],
+                }
+            }
+        },
+        "spec.placement.numaAwareScheduler",
+    ),
     ("cpuPerGpu zero", {"spec": {"resources": {"cpuPerGpu": 0}}}, "cpuPerGpu"),
     ("cpuPerGpu boolean", {"spec": {"resources": {"cpuPerGpu": True}}}, "resources"),
     ("memory not a quantity", {"spec": {"resources": {"memoryPerGpu": "lots"}}}, "memoryPerGpu"),
@@ -108,6 +137,19 @@ def test_invalid_field_is_rejected_at_its_path(override, field):
         PlacementPolicy.model_validate(build(override))
     locs = [".".join(str(p) for p in e["loc"]) for e in info.value.errors()]
     assert any(field in loc for loc in locs), locs
+
+
+def test_numa_aware_scheduler_names_the_fields_it_needs():
+    placement = {"numaAwareScheduler": "topoplace-numa-scheduler"}
+    with pytest.raises(ValidationError) as info:
+        PlacementPolicy.model_validate(build({"spec": {"placement": placement}}))
+    assert (
+        "numaAwareScheduler needs topologyManagerPolicies limited to restricted and/or "
+        "single-numa-node (got none)" in str(info.value)
+    )
+    ok = {**placement, "topologyManagerPolicies": ["restricted", "single-numa-node"]}
+    policy = PlacementPolicy.model_validate(build({"spec": {"placement": ok}}))
+    assert policy.spec.placement.numa_aware_scheduler == "topoplace-numa-scheduler"
 
 
 def test_full_policy_from_the_design_document():

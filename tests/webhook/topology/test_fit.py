@@ -1,0 +1,79 @@
+"""Free capacity per NUMA node: the kubelet's merge replayed on `available` counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.webhook.topology.nrt import nrt
+from webhook.topology.fit import free_fit
+from webhook.topology.zones import ZoneError, zones_from_object
+
+GPU = "nvidia.com/gpu"
+
+
+def fit(obj, *units, guaranteed=False):
+    return free_fit(zones_from_object(obj), list(units), guaranteed=guaranteed, policy=None)
+
+
+def test_the_incident_two_and_two_free_is_no_room_for_four():
+    verdict = fit(nrt("a", [2, 2]), {GPU: 4})
+    assert not verdict.fits
+    assert verdict.reason == "no NUMA node has 4 free GPUs (free: 2, 2)"
+
+
+def test_four_free_on_one_numa_node_fits_exactly():
+    verdict = fit(nrt("b", [4, 0]), {GPU: 4})
+    assert verdict.fits and verdict.tightness == 1.0
+
+
+def test_tightest_numa_node_is_taken_and_scored():
+    loose = fit(nrt("a", [4, 4]), {GPU: 2})
+    tight = fit(nrt("b", [2, 4]), {GPU: 2})
+    assert loose.fits and tight.fits and tight.tightness > loose.tightness
+
+
+def test_containers_take_their_gpus_one_after_another():
+    # scope container: 2 + 2 GPUs in two containers fit 2, 2 free; 3 + 1 does not
+    assert fit(nrt("a", [2, 2]), {GPU: 2}, {GPU: 2}).fits
+    verdict = fit(nrt("a", [2, 2]), {GPU: 3}, {GPU: 1})
+    assert verdict.reason == "no NUMA node has 3 free GPUs (free: 2, 2)"
+
+
+def test_restricted_needs_the_narrowest_width_free():
+    obj = nrt("a", [4, 3, 4, 0], policy="restricted")
+    assert fit(obj, {GPU: 8}).fits  # two NUMA nodes with 4 free each
+    verdict = fit(nrt("a", [4, 3, 3, 0], policy="restricted"), {GPU: 8})
+    assert verdict.reason == "no 2 NUMA nodes have 8 free GPUs (free: 4, 3, 3, 0)"
+
+
+def test_cpus_count_for_a_guaranteed_pod_under_single_numa_node():
+    obj = nrt("a", [4, 4], free_cpus=[8, 8])
+    unit = {GPU: 4, "cpu": 16000, "memory": 1 << 30}
+    assert fit(obj, unit, guaranteed=False).fits  # no static CPU hint for a Burstable pod
+    verdict = fit(obj, unit, guaranteed=True)
+    assert verdict.reason == (
+        "no NUMA node has 4 GPUs, 16 CPUs and 1Gi memory free together "
+        "(free per NUMA node: GPUs 4, 4; CPUs 8, 8; memory 1024Gi, 1024Gi)"
+    )
+
+
+@pytest.mark.parametrize("policy", ["none", "best-effort"])
+def test_kubelets_that_never_refuse_are_never_judged(policy):
+    assert fit(nrt("a", [0, 0], policy=policy), {GPU: 4}).fits
+
+
+def test_more_than_the_hardware_ever_holds_is_left_to_the_hardware_checks():
+    assert fit(nrt("a", [4, 4]), {GPU: 8}).fits
+
+
+def test_pod_scope_attribute_is_read():
+    zones = zones_from_object(nrt("a", [4, 4], scope="pod"))
+    assert zones.scope == "pod" and zones.policy == "single-numa-node"
+    assert zones.free(GPU) == (4, 4)
+
+
+def test_a_malformed_object_names_the_field():
+    obj = nrt("a", [4, 4])
+    obj["zones"][1]["resources"][2]["available"] = "lots"
+    with pytest.raises(ZoneError, match=r"a: zones\[1\].resources\[2\]"):
+        zones_from_object(obj)

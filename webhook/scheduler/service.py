@@ -1,0 +1,55 @@
+"""The NUMA-aware scheduling side of the webhook (`serve --numa-scheduling`), in one piece:
+the NodeResourceTopology watch, the extender routes over it, and the Lease check behind the
+admission warning for a policy whose scheduler is not running."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Iterable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from webhook.policy.loader import PolicySet
+from webhook.policy.model import PlacementPolicy
+from webhook.scheduler.leases import SchedulerLeases
+from webhook.scheduler.nrt_cache import NrtCache
+from webhook.scheduler.routes import add_routes
+
+__all__ = ["NumaScheduling"]
+
+
+def _named(policies: PolicySet | None) -> Iterable[str]:
+    for name in policies.names if policies is not None else ():
+        scheduler = policies[name].spec.placement.numa_aware_scheduler
+        if scheduler is not None:
+            yield scheduler
+
+
+class NumaScheduling:
+    def __init__(self, policies: Callable[[], PolicySet | None], *, lease_interval: float = 10.0):
+        self.zones = NrtCache()
+        self.leases = SchedulerLeases(lambda: _named(policies()), interval=lease_interval)
+
+    def add_routes(self, app: web.Application) -> None:
+        add_routes(app, self.zones.get)
+
+    def tasks(self, kubeconfig: Path | None) -> list[Coroutine[Any, Any, None]]:
+        return [self.zones.run(kubeconfig), self.leases.run(kubeconfig)]
+
+    def stamp(self) -> tuple[object, ...]:
+        """Changes whenever `warnings` or the node cache's free-capacity check could answer
+        differently: a NodeResourceTopology event, a scheduler Lease's verdict."""
+        return (self.zones.generation, tuple(sorted(self.leases.problems.items())))
+
+    def warnings(self, pod: dict[str, Any], policy: PlacementPolicy | None) -> list[str]:
+        """The pod goes to the policy's scheduler, and that scheduler is not running."""
+        if policy is None:
+            return []
+        name = policy.spec.placement.numa_aware_scheduler
+        if name is None or (pod.get("spec") or {}).get("schedulerName") != name:
+            return []
+        problem = self.leases.problem(name)
+        if problem is None:
+            return []
+        return [f"{problem}: the pod stays Pending until it runs (placement.numaAwareScheduler)"]

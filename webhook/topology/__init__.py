@@ -1,0 +1,1 @@
+"""Free capacity per NUMA node, from NodeResourceTopology objects (pure: no I/O)."""

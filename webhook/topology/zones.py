@@ -1,0 +1,119 @@
+"""NodeResourceTopology (topology.node.k8s.io/v1alpha2) objects as frozen records.
+
+One `NodeZones` per node: its NUMA zones (type `Node`) with what each has available now, and
+the kubelet's topology policy and scope from the object's attributes, as NFD's
+topology-updater and Topoplace's agent write them. Anything malformed raises ZoneError with
+the field that was wrong; the caches skip such an object and log it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from webhook.policy.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "NRT_GROUP",
+    "NRT_PLURAL",
+    "NRT_VERSION",
+    "NodeZones",
+    "Zone",
+    "ZoneError",
+    "zones_from_object",
+    "zones_of_documents",
+]
+
+NRT_GROUP = "topology.node.k8s.io"
+NRT_VERSION = "v1alpha2"
+NRT_PLURAL = "noderesourcetopologies"
+
+_POLICY = "topologyManagerPolicy"
+_SCOPE = "topologyManagerScope"
+
+
+class ZoneError(ValueError):
+    """A NodeResourceTopology object that does not have the v1alpha2 shape."""
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    """One NUMA node: resource name -> available now (and allocatable, for the hardware)."""
+
+    name: str
+    available: Mapping[str, Decimal]
+    allocatable: Mapping[str, Decimal]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeZones:
+    node: str
+    zones: tuple[Zone, ...]
+    policy: str | None  # the kubelet's topologyManagerPolicy, when the object says
+    scope: str  # "container" (the kubelet's default) or "pod"
+
+    def free(self, resource: str) -> tuple[Decimal, ...]:
+        """Available `resource` per zone, in zone order."""
+        return tuple(z.available.get(resource, Decimal(0)) for z in self.zones)
+
+
+def _resources(zone: Mapping[str, Any], where: str) -> tuple[dict[str, Decimal], ...]:
+    available: dict[str, Decimal] = {}
+    allocatable: dict[str, Decimal] = {}
+    for i, item in enumerate(zone.get("resources") or ()):
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            raise ZoneError(f"{where}.resources[{i}]: needs a name")
+        try:
+            available[item["name"]] = parse_quantity(item.get("available", 0))
+            allocatable[item["name"]] = parse_quantity(item.get("allocatable", 0))
+        except QuantityError as exc:
+            raise ZoneError(f"{where}.resources[{i}]: {exc}") from None
+    return available, allocatable
+
+
+def _attributes(obj: Mapping[str, Any]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for item in obj.get("attributes") or ():
+        if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            found[item["name"]] = str(item.get("value", ""))
+    return found
+
+
+def zones_from_object(obj: Mapping[str, Any]) -> NodeZones:
+    """The NUMA zones of one NodeResourceTopology (its name is the node's)."""
+    name = (obj.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise ZoneError("metadata.name: missing")
+    zones = []
+    for i, zone in enumerate(obj.get("zones") or ()):
+        if not isinstance(zone, Mapping):
+            raise ZoneError(f"{name}: zones[{i}] is not an object")
+        if zone.get("type") != "Node":
+            continue  # sockets, cores, caches: only NUMA nodes hold devices
+        available, allocatable = _resources(zone, f"{name}: zones[{i}]")
+        zones.append(Zone(str(zone.get("name") or i), available, allocatable))
+    attributes = _attributes(obj)
+    return NodeZones(
+        node=name,
+        zones=tuple(sorted(zones, key=lambda z: _zone_order(z.name))),
+        policy=attributes.get(_POLICY),
+        scope=attributes.get(_SCOPE) or "container",
+    )
+
+
+def _zone_order(name: str) -> tuple[int, str]:
+    # node-10 after node-9
+    tail = name.rsplit("-", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def zones_of_documents(docs: Iterable[Mapping[str, Any]]) -> dict[str, NodeZones]:
+    """The NodeResourceTopology objects among `docs`, by node (ZoneError on a bad one)."""
+    found = {}
+    for doc in docs:
+        if doc.get("kind", "NodeResourceTopology") == "NodeResourceTopology":
+            zones = zones_from_object(doc)
+            found[zones.node] = zones
+    return found
