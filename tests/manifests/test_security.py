@@ -14,9 +14,11 @@ TARGETS = ["", *(f"overlays/{o}" for o in OVERLAYS), *CHART_TARGETS]
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The single root step (agent DaemonSet): hands the dataset cache root to the prefetchers' user.
 ROOT_STEP = ("topoplace-agent", "prepare-cache")
-# The one overlay that runs a long-lived container as uid 0: the kubelet's PodResources
-# socket is root-only. Every other restriction still holds (checked below and on its own).
+# The overlays that run a long-lived container as uid 0: the kubelet's PodResources socket is
+# root-only, and both the placement audit and the NodeResourceTopology objects the NUMA-aware
+# scheduler needs read it. Every other restriction still holds (checked below and on its own).
 ROOT_AUDIT = ("placement-audit", "topoplace-agent", "agent")
+ROOT_OVERLAYS = frozenset({"placement-audit", "numa-scheduler"})
 # The one host path written outside the root step: the agent's dataset leases (pods on its
 # node that mount a cached version), a directory holding nothing else.
 LEASES = (
@@ -51,7 +53,7 @@ def test_every_container_is_non_root_read_only_and_unprivileged(target: str) -> 
             sc = c["securityContext"]
             if (name, c["name"]) == ROOT_STEP:
                 continue  # checked on its own below
-            if (overlay(target), name, c["name"]) == ROOT_AUDIT:
+            if overlay(target) in ROOT_OVERLAYS and (name, c["name"]) == ROOT_AUDIT[1:]:
                 assert sc["runAsUser"] == 0 and sc["runAsNonRoot"] is False, where
             else:
                 assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
