@@ -15,24 +15,19 @@ from typing import Any
 
 from agent.nrt.zones import Zone
 from agent.sources.kubelet import KubeletConfig
+from common.node_resource_topology import (
+    GROUP,
+    KIND,
+    POLICY_ATTRIBUTE,
+    SCOPE_ATTRIBUTE,
+    VERSION,
+)
 
 __all__ = [
-    "GROUP",
-    "KIND",
-    "PLURAL",
-    "VERSION",
     "NodeRef",
     "legacy_policy",
     "topology_body",
 ]
-
-GROUP = "topology.node.k8s.io"
-VERSION = "v1alpha2"
-PLURAL = "noderesourcetopologies"
-KIND = "NodeResourceTopology"
-
-POLICY_ATTRIBUTE = "topologyManagerPolicy"
-SCOPE_ATTRIBUTE = "topologyManagerScope"
 
 # (policy, scope) -> the deprecated v1alpha2 word, as NFD maps them.
 _LEGACY = {

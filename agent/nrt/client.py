@@ -13,8 +13,8 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 
-from agent.nrt.body import GROUP, PLURAL, VERSION
 from common.api_errors import describe
+from common.node_resource_topology import GROUP, PLURAL, VERSION
 
 __all__ = ["CRD_NAME", "CrdMissing", "TopologyApi", "TopologyApiError"]
 

@@ -10,10 +10,11 @@ import celpy
 import jsonschema
 import pytest
 
-from agent.nrt.body import GROUP, KIND, PLURAL, VERSION, NodeRef, topology_body
+from agent.nrt.body import NodeRef, topology_body
 from agent.nrt.zones import NumaFacts, compute_zones
 from agent.sources.kubelet import KubeletConfig
 from agent.sources.podresources import Allocatable, DeviceAssignment
+from common.node_resource_topology import GROUP, KIND, PLURAL, VERSION
 from tests.manifests.rendered import render
 from tests.manifests.test_node_policy import NODE_NAME_EXTRA, _program, _true, agent_username
 

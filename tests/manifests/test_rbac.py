@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
-from agent.nrt.body import GROUP as NRT_GROUP
-from agent.nrt.body import PLURAL as NRT_PLURAL
+from common.node_resource_topology import GROUP as NRT_GROUP
+from common.node_resource_topology import PLURAL as NRT_PLURAL
 from tests.manifests.rendered import REPO, Rendering, render
 
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.node_resource_topology import GROUP, PLURAL, VERSION
 from webhook.explain.nodes import NodeView, node_views, used_by_node
 from webhook.explain.requests import pod_requests
 from webhook.explain.verdict import with_usage
 from webhook.policy.loader import PolicySet, load_policy_dir
-from webhook.topology.zones import NRT_GROUP, NRT_PLURAL, NRT_VERSION, NodeZones, zones_of_documents
+from webhook.topology.zones import NodeZones, zones_of_documents
 
 __all__ = ["ClusterView", "read_cluster"]
 
@@ -51,9 +52,9 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
         try:
             raw_zones, _ = await list_all(
                 client.CustomObjectsApi(api).list_cluster_custom_object,
-                group=NRT_GROUP,
-                version=NRT_VERSION,
-                plural=NRT_PLURAL,
+                group=GROUP,
+                version=VERSION,
+                plural=PLURAL,
             )
         except ApiError as exc:
             if exc.status not in (403, 404):  # no CRD, or not ours to read: hardware only

@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from common.backoff import Backoff, Sleep
+from common.node_resource_topology import GROUP, PLURAL, VERSION
 from webhook import jsonio
 from webhook.kube_read import ApiError, list_all, read_json
 from webhook.topology.zones import (
-    NRT_GROUP,
-    NRT_PLURAL,
-    NRT_VERSION,
     NodeZones,
     ZoneError,
     zones_from_object,
@@ -34,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 _WATCH_SECONDS = 290
 ABSENT_RECHECK_S = 60.0  # the CRD may be installed later (NFD, or our component)
-_RESOURCE = {"group": NRT_GROUP, "version": NRT_VERSION, "plural": NRT_PLURAL}
+_RESOURCE = {"group": GROUP, "version": VERSION, "plural": PLURAL}
 
 
 class NrtCache:

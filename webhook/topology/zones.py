@@ -13,25 +13,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from common.node_resource_topology import POLICY_ATTRIBUTE, SCOPE_ATTRIBUTE
 from webhook.policy.quantity import QuantityError, parse_quantity
 
 __all__ = [
-    "NRT_GROUP",
-    "NRT_PLURAL",
-    "NRT_VERSION",
     "NodeZones",
     "Zone",
     "ZoneError",
     "zones_from_object",
     "zones_of_documents",
 ]
-
-NRT_GROUP = "topology.node.k8s.io"
-NRT_VERSION = "v1alpha2"
-NRT_PLURAL = "noderesourcetopologies"
-
-_POLICY = "topologyManagerPolicy"
-_SCOPE = "topologyManagerScope"
 
 
 class ZoneError(ValueError):
@@ -98,8 +89,8 @@ def zones_from_object(obj: Mapping[str, Any]) -> NodeZones:
     return NodeZones(
         node=name,
         zones=tuple(sorted(zones, key=lambda z: _zone_order(z.name))),
-        policy=attributes.get(_POLICY),
-        scope=attributes.get(_SCOPE) or "container",
+        policy=attributes.get(POLICY_ATTRIBUTE),
+        scope=attributes.get(SCOPE_ATTRIBUTE) or "container",
     )
 
 
