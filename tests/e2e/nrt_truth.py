@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.sources.podresources import allocatable_resources, list_pod_resources
-from e2e.cluster import Cluster
+from e2e.cluster import Cluster, load
 from e2e.kube import Kubectl, get_url
 from e2e.topoplace.install import pods_of
 from tests.e2e.helpers import AGENT_USER
@@ -34,6 +34,8 @@ def published(kubectl: Kubectl, node: str) -> Free | None:
 
 def kubelet_free(cluster: Cluster, node: str) -> Free:
     """Allocatable minus assigned, per NUMA node, from the kubelet's own answers."""
+    if node not in cluster.nodes:  # added by `add-node` after the session's record was read
+        cluster = load(cluster.state)
     socket = Path(cluster.nodes[node]["pod_resources_socket"])
     offered, pods = allocatable_resources(socket), list_pod_resources(socket)
     free: Free = {}

@@ -222,7 +222,8 @@ def test_install_adopts_upgrade_fails_closed_uninstall_leaves_nothing(
     assert len(manifest.objects) == len(in_release)
     for obj in manifest.objects:
         kind, name = obj["kind"].lower(), obj["metadata"]["name"]
-        scope = ["-n", NAMESPACE] if "namespace" in obj["metadata"] else []
+        namespace_of = obj["metadata"].get("namespace")  # a Role may live in kube-system
+        scope = ["-n", namespace_of] if namespace_of else []
         live = kubectl.json("get", kind, name, *scope)["metadata"]
         assert live["annotations"]["meta.helm.sh/release-name"] == RELEASE, f"{kind}/{name}"
         assert live["labels"]["app.kubernetes.io/managed-by"] == "Helm", f"{kind}/{name}"
@@ -245,7 +246,8 @@ def test_install_adopts_upgrade_fails_closed_uninstall_leaves_nothing(
     helm("uninstall", RELEASE, f"--namespace={NAMESPACE}", "--wait", "--timeout=120s")
     for obj in manifest.objects:
         kind, name = obj["kind"].lower(), obj["metadata"]["name"]
-        scope = ["-n", NAMESPACE] if "namespace" in obj["metadata"] else []
+        namespace_of = obj["metadata"].get("namespace")
+        scope = ["-n", namespace_of] if namespace_of else []
         gone = kubectl.run("get", kind, name, *scope, check=False)
         assert gone.returncode != 0 and "NotFound" in gone.stderr, f"{kind}/{name} left"
     assert leftovers(kubectl) == []

@@ -147,9 +147,12 @@ def fleet(
         )
         patch_policies(kubectl, {"numa-e2e.yaml": POLICIES})
         fillers = {WHOLE: 4, FRAG: 6}  # one at a time, each on the lowest NUMA node with room
+        # The whole node's small jobs hold more CPUs: kube-scheduler's own scoring (least
+        # allocated) then prefers the fragmented node, as in the incident, every time.
+        cpus = {WHOLE: 8, FRAG: 1}
         for node, count in fillers.items():
             for i in range(count):
-                create(kubectl, plain_pod(f"{node}-{i}", node, gpus=1), ns)
+                create(kubectl, plain_pod(f"{node}-{i}", node, gpus=1, cpus=cpus[node]), ns)
                 run(kubectl, ns, f"{node}-{i}")
         wait_free(cluster, kubectl, WHOLE, (0, 4))
         wait_free(cluster, kubectl, FRAG, (0, 2))
