@@ -18,13 +18,10 @@ made and admitted, its Jobs never). Only what the e2e scenarios need changes:
 The cluster gets ResourceFlavor `default-flavor` and ClusterQueue `QUEUE` with cpu, memory and
 nvidia.com/gpu quota for every namespace; a scenario adds a LocalQueue to its namespace.
 
-Opt-in (TOPOPLACE_E2E_KUEUE=1 for `make e2e-bin` and `make cluster`) and NOT YET VERIFIED on
-a cluster. In the last run the controller manager started and its certificate manager filled
-the Secret and every caBundle, but the serving pair reached certDir only 2 minutes later (by
-hand; the projection below did not exist yet), and the certificate manager looks for it with
-a jittered exponential backoff (1 s doubling, up to ~4 min in all), so the webhook server
-was not listening within the 3-minute wait. `start` now writes the pair as soon as the Secret
-holds it.
+Started by default; TOPOPLACE_E2E_KUEUE=0 (for `make e2e-bin` and `make cluster`) leaves
+Kueue out, and tests/e2e/test_kueue.py then skips, saying so. In a pod the kubelet projects
+the certificate Secret into certDir; here `start` writes the pair there as soon as Kueue's
+certificate manager has filled the Secret.
 """
 
 from __future__ import annotations
@@ -46,7 +43,7 @@ __all__ = [
     "CLUSTER_QUEUE",
     "FLAVOR",
     "NAMESPACE",
-    "OPT_IN",
+    "OPT_OUT",
     "QUEUE_NAME_LABEL",
     "cluster_queue",
     "kueue_dir",
@@ -67,14 +64,14 @@ API = "kueue.x-k8s.io/v1beta2"
 _GROUPS = {"kueue.x-k8s.io", "batch", "jobset.x-k8s.io"}
 _FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
 REPO = Path(__file__).resolve().parents[2]
-OPT_IN = "TOPOPLACE_E2E_KUEUE"
+OPT_OUT = "TOPOPLACE_E2E_KUEUE"  # =0: no Kueue
 
 Say = Callable[[str], None]
 
 
 def wanted() -> bool:
-    """Whether this cluster runs Kueue (opt-in while its start is unfinished)."""
-    return os.environ.get(OPT_IN) == "1"
+    """Whether this cluster runs Kueue: yes unless TOPOPLACE_E2E_KUEUE=0."""
+    return os.environ.get(OPT_OUT, "1") != "0"
 
 
 def kueue_dir() -> Path:

@@ -5,8 +5,8 @@ template when the Job is created. The webhook mutates that template at CREATE, s
 Workload's podSets, the ClusterQueue's usage and the quota decisions all see the mutated
 requests, and the pods come out of the template already mutated.
 
-Kueue runs only on a cluster started with TOPOPLACE_E2E_KUEUE=1 (e2e/addons/kueue.py: its
-start is not finished); elsewhere these scenarios are skipped, saying so.
+A cluster started with TOPOPLACE_E2E_KUEUE=0 runs no Kueue; there these scenarios are
+skipped, saying so.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def job(name: str, *, gpus: int = 2, parallelism: int = 2, queue: str = QUEUE) -
 @pytest.fixture(autouse=True)
 def _kueue_running(cluster: Cluster) -> None:
     if not cluster.info.get("kueue"):
-        pytest.skip(f"no Kueue on this cluster ({kueue.OPT_IN}=1 make cluster starts it)")
+        pytest.skip(f"no Kueue on this cluster (started with {kueue.OPT_OUT}=0)")
 
 
 @pytest.fixture
