@@ -243,11 +243,18 @@ def _crds_in(directory: Path) -> list[dict[str, Any]]:
 
 def _crds(config: Path, port: int) -> list[dict[str, Any]]:
     """Kueue's CRDs with the conversion webhooks its kustomization patches in (several API
-    versions: v1beta1 is converted by Kueue), pointing at our Service and port."""
+    versions: v1beta1 is converted by Kueue), pointing at our Service and port.
+
+    Only the patches its kustomization lists: v0.17 ships webhook_in_resourceflavors.yaml
+    but leaves it out, and its certificate manager never fills that CRD's caBundle, so the
+    API server could not verify the call and failed every ResourceFlavor read it converts."""
+    kustomization = yaml.safe_load((config / "crd" / "kustomization.yaml").read_text())
+    listed = {entry["path"] for entry in kustomization.get("patches") or []}
     out = []
     for crd in _crds_in(config / "crd" / "bases"):
-        patch = config / "crd" / "patches" / f"webhook_in_{crd['spec']['names']['plural']}.yaml"
-        if patch.exists():
+        name = f"patches/webhook_in_{crd['spec']['names']['plural']}.yaml"
+        patch = config / "crd" / name
+        if name in listed:
             conversion = yaml.safe_load(patch.read_text())["spec"]["conversion"]
             service = conversion["webhook"]["clientConfig"]["service"]
             service.update(name=SERVICE, namespace=NAMESPACE, port=port)
