@@ -48,6 +48,7 @@ chart: $(VENV)/.stamp-runtime
 # The real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
 # kubectl), the kubelet and our node runtime, built from source with Go >= 1.26 into
 # ~/.cache/topoplace/e2e/<versions>/bin; Helm into ~/.cache/topoplace/e2e/helm-<version>/bin.
+# Kueue into ~/.cache/topoplace/e2e/kueue-<version> (TOPOPLACE_E2E_KUEUE=0: none).
 e2e-bin:
 	bash e2e/build-bin.sh
 	bash e2e/build-helm.sh

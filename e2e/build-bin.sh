@@ -78,10 +78,11 @@ if [ ! -d "$crds" ]; then
   ln -sfn "$dir/deploy/crds" "$crds"
 fi
 # Kueue: its controller manager, and its module's config/ (CRDs, webhook manifests) beside it.
-# Opt-in (TOPOPLACE_E2E_KUEUE=1) while its start in `make cluster` is unfinished (e2e/addons/kueue.py).
+# On by default (the e2e Kueue scenarios need it); TOPOPLACE_E2E_KUEUE=0 skips it, and
+# `make cluster` then starts no Kueue. Its cold build takes minutes; cached by version.
 kueue=$(e2e_kueue_dir)
-if [ "${TOPOPLACE_E2E_KUEUE:-0}" != 1 ]; then
-  stamp "kueue: skipped (TOPOPLACE_E2E_KUEUE=1 builds it)"
+if [ "${TOPOPLACE_E2E_KUEUE:-1}" = 0 ]; then
+  stamp "kueue: skipped (TOPOPLACE_E2E_KUEUE=0)"
 elif [ -x "$kueue/bin/kueue" ]; then
   stamp "kueue $KUEUE_VERSION: cached in $kueue"
 else
@@ -93,7 +94,7 @@ else
   rm -rf "$kueue/bin" && mv "$kueue/bin.tmp" "$kueue/bin"
   stamp "kueue: built in $(( $(date +%s) - t0 ))s"
 fi
-if [ "${TOPOPLACE_E2E_KUEUE:-0}" = 1 ] && [ ! -d "$kueue/config" ]; then
+if [ "${TOPOPLACE_E2E_KUEUE:-1}" != 0 ] && [ ! -d "$kueue/config" ]; then
   dir=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" |
         sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -d "$dir/config/components/crd/bases" ] || { echo "no CRDs in kueue module at $dir" >&2; exit 1; }
@@ -101,7 +102,7 @@ if [ "${TOPOPLACE_E2E_KUEUE:-0}" = 1 ] && [ ! -d "$kueue/config" ]; then
 fi
 # JobSet's CRD, from the JobSet module Kueue's go.mod requires (no JobSet controller runs:
 # Kueue's Workloads for JobSets are checked, their pods are never created).
-if [ "${TOPOPLACE_E2E_KUEUE:-0}" = 1 ] && [ ! -d "$kueue/jobset-crds" ]; then
+if [ "${TOPOPLACE_E2E_KUEUE:-1}" != 0 ] && [ ! -d "$kueue/jobset-crds" ]; then
   jobset=$(sed -n 's/^[[:space:]]*sigs\.k8s\.io\/jobset \(v[^ ]*\)$/\1/p' "$kueue/config/../go.mod")
   dir=$(go mod download -json "sigs.k8s.io/jobset@$jobset" |
         sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')

@@ -110,7 +110,7 @@ def up(state: Path) -> int:
         missing.append(runtime_binary(bins).name)
     with_kueue = kueue.wanted()
     if with_kueue and not (kueue.kueue_dir() / "bin" / "kueue").exists():
-        missing.append(f"kueue (in {kueue.kueue_dir()}; {kueue.OPT_IN}=1 make e2e-bin)")
+        missing.append(f"kueue (in {kueue.kueue_dir()}; or {kueue.OPT_OUT}=0 for none)")
     if missing:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1

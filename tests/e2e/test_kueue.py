@@ -5,8 +5,8 @@ template when the Job is created. The webhook mutates that template at CREATE, s
 Workload's podSets, the ClusterQueue's usage and the quota decisions all see the mutated
 requests, and the pods come out of the template already mutated.
 
-Kueue runs only on a cluster started with TOPOPLACE_E2E_KUEUE=1 (e2e/addons/kueue.py: its
-start is not finished); elsewhere these scenarios are skipped, saying so.
+A cluster started with TOPOPLACE_E2E_KUEUE=0 runs no Kueue; there these scenarios are
+skipped, saying so.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def job(name: str, *, gpus: int = 2, parallelism: int = 2, queue: str = QUEUE) -
 @pytest.fixture(autouse=True)
 def _kueue_running(cluster: Cluster) -> None:
     if not cluster.info.get("kueue"):
-        pytest.skip(f"no Kueue on this cluster ({kueue.OPT_IN}=1 make cluster starts it)")
+        pytest.skip(f"no Kueue on this cluster (started with {kueue.OPT_OUT}=0)")
 
 
 @pytest.fixture
@@ -149,6 +149,20 @@ def outcomes(kubectl: Kubectl) -> dict[str, float]:
     }
 
 
+def unbound(kubectl: Kubectl, namespace: str) -> list[dict[str, Any]]:
+    """Why each pod of the namespace is not on a node: what a failed placement is read by."""
+    return [
+        {
+            "pod": p["metadata"]["name"],
+            "gates": p["spec"].get("schedulingGates"),
+            "nodeSelector": p["spec"].get("nodeSelector"),
+            "conditions": (p.get("status") or {}).get("conditions"),
+        }
+        for p in pods(kubectl, namespace)
+        if not p["spec"].get("nodeName")
+    ]
+
+
 def test_kueue_counts_what_the_pods_request(
     cluster: Cluster,
     kubectl: Kubectl,
@@ -160,10 +174,13 @@ def test_kueue_counts_what_the_pods_request(
     local_queue(kueue.CLUSTER_QUEUE)
     before_usage = usage(kubectl, kueue.CLUSTER_QUEUE)
     before = outcomes(kubectl)
-    obj = job("train")
+    # One GPU a pod: single-numa-partial asks 96Gi per GPU on a single-numa-node machine,
+    # whose NUMA nodes hold 125 GiB (dgx-a100-nps4), so a 2-GPU pod fits no node here
+    # (test_explain.py) and would wait unscheduled forever.
+    obj = job("train", gpus=1)
     (predicted,) = predict(kubectl, obj, namespace, REPO / "policies")
     expected = requests_of(predicted["spec"]["template"]["spec"])
-    assert expected["cpu"] == 24 and expected["memory"] == 192 * 2**30  # 2 GPUs' worth
+    assert expected["cpu"] == 12 and expected["memory"] == 96 * 2**30  # 1 GPU's worth
 
     stored = json.loads(create(obj, namespace).stdout)
     assert stored["spec"]["suspend"] is True  # Kueue's webhook: held until admitted
@@ -192,12 +209,16 @@ def test_kueue_counts_what_the_pods_request(
     probe["metadata"] = {**template["metadata"], "name": "train-probe"}
     verdicts = explain(cluster, probe, namespace, tmp_path)["nodes"]
     fits = {n["node"] for n in verdicts if n["fits"]}
+    assert fits, verdicts  # else "bound where it fits" below could never hold
 
     def bound() -> list[dict[str, Any]] | None:
         found = pods(kubectl, namespace)
         return found if found and all(p["spec"].get("nodeName") for p in found) else None
 
-    placed = procs.wait_for(bound, "both pods bound to nodes", timeout=60)
+    try:
+        placed = procs.wait_for(bound, "both pods bound to nodes", timeout=60)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}: {unbound(kubectl, namespace)}") from exc
     assert {p["spec"]["nodeName"] for p in placed} <= fits
 
     # The ClusterQueue counts exactly the mutated pods' requests.
