@@ -8,13 +8,13 @@ checked and parsed here. Used by the webhook's node cache and by `explain --kube
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from common.api_errors import retry_after
 from webhook import jsonio
 
-__all__ = ["ApiError", "list_all", "read_json"]
+__all__ = ["ApiError", "list_all", "read_json", "watch_events"]
 
 PAGE = 500
 
@@ -41,6 +41,24 @@ async def read_json(response: Any) -> Any:
             message = str(jsonio.loads(body).get("message") or message)
         raise ApiError(response.status, message, retry_after(response.headers))
     return jsonio.loads(body)
+
+
+async def watch_events(response: Any) -> AsyncIterator[Any]:
+    """The events of a watch response (`_preload_content=False`), one JSON object per line;
+    ApiError for a non-200 status. The response is released when the stream ends."""
+    if response.status != 200:
+        await read_json(response)  # raises ApiError with the server's message
+    try:
+        pending = b""
+        async for chunk in response.content.iter_any():
+            # Split lines ourselves: one event (a large Node) may exceed aiohttp's line limit.
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    yield jsonio.loads(line)
+    finally:
+        response.release()
 
 
 async def list_all(

@@ -18,8 +18,7 @@ from typing import Any
 
 from common.backoff import Backoff, Sleep
 from common.node_resource_topology import GROUP, PLURAL, VERSION
-from webhook import jsonio
-from webhook.kube_read import ApiError, list_all, read_json
+from webhook.kube_read import ApiError, list_all, watch_events
 from webhook.topology.zones import (
     NodeZones,
     ZoneError,
@@ -123,18 +122,8 @@ class NrtCache:
             _preload_content=False,
             _request_timeout=_WATCH_SECONDS + 60,
         )
-        if response.status != 200:
-            await read_json(response)  # raises ApiError with the server's message
-        try:
-            pending = b""
-            async for chunk in response.content.iter_any():
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        self.apply(jsonio.loads(line))
-        finally:
-            response.release()
+        async for event in watch_events(response):
+            self.apply(event)
 
     def apply(self, event: Mapping[str, Any]) -> None:
         """One watch event."""

@@ -25,7 +25,7 @@ from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeError, NodeView
 from webhook.explain.pairs.verdict import pairs_verdict
 from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning, pairs_warning
-from webhook.kube_read import ApiError, list_all, read_json
+from webhook.kube_read import ApiError, list_all, watch_events
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.notes import asks_pairs
 from webhook.topology.zones import NodeZones
@@ -191,19 +191,8 @@ class NodeCache:
             # The server ends the watch first; this only bounds a stream gone silent.
             _request_timeout=self._watch_seconds + 60,
         )
-        if response.status != 200:
-            await read_json(response)  # raises ApiError with the server's message
-        try:
-            pending = b""
-            async for chunk in response.content.iter_any():
-                # Split lines ourselves: one Node event may exceed aiohttp's line limit.
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        self._apply(jsonio.loads(line))
-        finally:
-            response.release()
+        async for event in watch_events(response):
+            self._apply(event)
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
