@@ -84,6 +84,15 @@ def _pod_name(meta: dict[str, Any], request: ReviewRequest) -> str:
     return name if isinstance(name, str) else ""
 
 
+def _passes(labels: object, annotations: object) -> bool:
+    """A pod that did not opt in, or a mirror pod (the kubelet's static pods): not ours."""
+    return (
+        not isinstance(labels, dict)
+        or POLICY_LABEL not in labels
+        or (isinstance(annotations, dict) and MIRROR_ANNOTATION in annotations)
+    )
+
+
 class PolicyAdmitter:
     """Applies the serving policy set to opted-in pods.
 
@@ -108,14 +117,23 @@ class PolicyAdmitter:
 
     def admit(self, request: ReviewRequest) -> Admission:
         uid = request.uid
+        if not request.is_pod_create:  # its object is never read, nor parsed
+            return Admission(build_response(uid), "passthrough", namespace=request.namespace)
+        head = request.pod
+        if head is not None and _passes(head.meta.labels, head.meta.annotations):
+            # Decided from the head: the pod is not parsed (the head checked its shape).
+            name = head.meta.name or head.meta.generate_name or request.name
+            namespace = request.namespace or head.meta.namespace or ""
+            policy = (head.meta.labels or {}).get(POLICY_LABEL)
+            return Admission(build_response(uid), "passthrough", policy, 0, name, namespace)
         pod = request.object
-        if not request.is_pod_create or pod is None:
+        if pod is None:
             return Admission(build_response(uid), "passthrough", namespace=request.namespace)
         meta: dict[str, Any] = pod.get("metadata") or {}
         namespace = request.namespace or meta.get("namespace") or ""
         name = _pod_name(meta, request)
         policy = (meta.get("labels") or {}).get(POLICY_LABEL)
-        if policy is None or MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        if _passes(meta.get("labels"), meta.get("annotations")):
             return Admission(build_response(uid), "passthrough", policy, 0, name, namespace)
         policies = self._policies() or _EMPTY
         try:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from msgspec import UNSET
+
 from webhook import jsonio
 from webhook.server.admission import Admission, Admitter
 from webhook.server.review import (
@@ -34,37 +36,54 @@ __all__ = ["DEFAULT_MAX_ENTRIES", "CachedAdmitter", "Stamp", "request_key"]
 
 DEFAULT_MAX_ENTRIES: Final = 512  # an entry is about the pod's size (key) plus its patch
 _KEPT: Final = frozenset({"mutated", "unchanged", "denied"})
-# annotations missing, JSON null, or an object: the patch adds the map, replaces the null,
+# annotations missing (UNSET), JSON null, or an object: the patch adds the map, replaces the null,
 # or adds one key to the map (the other keys are the user's and never in the patch).
 _MISSING, _NULL, _MAP = 0, 1, 2
 
 Stamp = Callable[[], Hashable]
 
 
-def request_key(request: ReviewRequest) -> bytes | None:
-    """The cache key of an opted-in Pod CREATE; None for anything the cache leaves alone."""
+def _shape(annotations: object) -> tuple[object, ...]:
+    if annotations is UNSET:
+        return (_MISSING,)
+    if annotations is None:
+        return (_NULL,)
+    assert isinstance(annotations, dict)
+    return (_MAP, annotations.get(APPLIED_ANNOTATION), MIRROR_ANNOTATION in annotations)
+
+
+def request_key(request: ReviewRequest) -> Hashable | None:
+    """The cache key of an opted-in Pod CREATE; None for anything the cache leaves alone.
+
+    From the request's head where it has one (the spec's bytes as sent, never parsed);
+    else from the parsed pod, the spec written out again.
+    """
+    if not request.is_pod_create:
+        return None
+    head = request.pod
+    if head is not None and head.spec is not None:
+        meta = head.meta
+        policy = (meta.labels or {}).get(POLICY_LABEL)
+        if policy is None:
+            return None
+        namespace = request.namespace or meta.namespace or ""
+        return (namespace, policy, _shape(meta.annotations), head.spec)
     pod = request.object
-    if pod is None or not request.is_pod_create:
+    if pod is None:
         return None
     meta = pod.get("metadata") or {}
     policy = (meta.get("labels") or {}).get(POLICY_LABEL)
     if policy is None:
         return None
     namespace = request.namespace or meta.get("namespace") or ""  # as PolicyAdmitter reads it
-    annotations = meta.get("annotations", _MISSING)
-    if annotations is _MISSING:
-        shape: tuple[object, ...] = (_MISSING,)
-    elif annotations is None:
-        shape = (_NULL,)
-    else:
-        shape = (_MAP, annotations.get(APPLIED_ANNOTATION), MIRROR_ANNOTATION in annotations)
     spec = pod.get("spec")
     if type(spec) is dict and "hostname" in spec:
         spec = {k: v for k, v in spec.items() if k != "hostname"}
     try:
-        return jsonio.dumps((namespace, policy, shape, spec))
+        text = jsonio.dumps(spec)
     except TypeError:  # not JSON-shaped: leave it to the engine
         return None
+    return (namespace, policy, _shape(meta.get("annotations", UNSET)), text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +104,7 @@ class CachedAdmitter:
         self._inner = inner
         self._stamp = stamp
         self._max = max_entries
-        self._entries: dict[bytes, _Entry] = {}
+        self._entries: dict[Hashable, _Entry] = {}
         self.hits = 0  # tests and benchmarks read these
         self.misses = 0
 
@@ -116,10 +135,15 @@ class CachedAdmitter:
     def _reuse(entry: _Entry, request: ReviewRequest) -> Admission:
         response: AdmissionResponse = {"uid": request.uid, **entry.response}  # type: ignore[typeddict-item]
         review: AdmissionReviewOut = {"apiVersion": API_VERSION, "kind": KIND, "response": response}
-        meta = (request.object or {}).get("metadata") or {}
-        # As PolicyAdmitter names it (the access log): controllers' pods have generateName.
-        name = meta.get("name") or meta.get("generateName") or request.name
-        namespace = request.namespace or meta.get("namespace") or ""
+        head = request.pod
+        if head is not None:
+            name = head.meta.name or head.meta.generate_name or request.name
+            namespace = request.namespace or head.meta.namespace or ""
+        else:
+            meta = (request.object or {}).get("metadata") or {}
+            # As PolicyAdmitter names it (the access log): controllers' pods have generateName.
+            name = meta.get("name") or meta.get("generateName") or request.name
+            namespace = request.namespace or meta.get("namespace") or ""
         return Admission(
             review,
             entry.outcome,

@@ -11,10 +11,10 @@ been promised.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 from webhook import jsonio
+from webhook.server.review_head import PodHead, read_head
 
 __all__ = [
     "API_VERSION",
@@ -85,17 +85,56 @@ class MalformedReview(ValueError):
     """The body is not an AdmissionReview v1 this webhook can answer; `str(exc)` says why."""
 
 
-@dataclass(frozen=True, slots=True)
 class ReviewRequest:
-    """The parts of a validated request that the admission logic reads."""
+    """The parts of a validated request that the admission logic reads.
 
-    uid: str
-    operation: Operation
-    kind: GroupVersionKind
-    namespace: str
-    name: str
-    object: dict[str, Any] | None
-    dry_run: bool
+    Read from its head (review_head.py), a request keeps the `body` it came in, and parses
+    it for `object` the first time something reads that; the answer cache answers a copy
+    of an earlier pod from `pod` (its metadata and spec bytes) without ever reading it.
+    """
+
+    __slots__ = (
+        "_body",
+        "_object",
+        "dry_run",
+        "kind",
+        "name",
+        "namespace",
+        "operation",
+        "pod",
+        "uid",
+    )
+
+    def __init__(
+        self,
+        uid: str,
+        operation: Operation,
+        kind: GroupVersionKind,
+        namespace: str,
+        name: str,
+        object: dict[str, Any] | None = None,
+        dry_run: bool = False,
+        *,
+        body: bytes | None = None,
+        pod: PodHead | None = None,
+    ) -> None:
+        self.uid = uid
+        self.operation = operation
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.dry_run = dry_run
+        self.pod = pod
+        self._object = object
+        self._body = body
+
+    @property
+    def object(self) -> dict[str, Any] | None:
+        body = self._body
+        if body is not None:
+            self._body = None
+            self._object = _object_of(body, pod_create=self.is_pod_create)
+        return self._object
 
     @property
     def is_pod_create(self) -> bool:
@@ -104,6 +143,14 @@ class ReviewRequest:
             and self.kind["kind"] == "Pod"
             and self.kind["group"] == ""
             and self.kind["version"] == "v1"
+        )
+
+    def __repr__(self) -> str:
+        kind = "/".join(
+            v for v in (self.kind["group"], self.kind["version"], self.kind["kind"]) if v
+        )
+        return (
+            f"ReviewRequest(uid={self.uid!r}, {self.operation} {kind} {self.namespace}/{self.name})"
         )
 
 
@@ -225,12 +272,64 @@ def _parse_usual(doc: Any) -> ReviewRequest | None:
     return parsed
 
 
-def parse_review(body: bytes | str) -> ReviewRequest:
-    """Validate one request body; raise `MalformedReview` naming the first problem."""
+def _load(body: bytes | str) -> Any:
     try:
-        doc = jsonio.loads(body)
+        return jsonio.loads(body)
     except (ValueError, RecursionError) as exc:  # orjson's JSONDecodeError is a ValueError
         raise MalformedReview(f"body is not JSON: {exc}") from None
+
+
+def _object_of(body: bytes, *, pod_create: bool) -> dict[str, Any] | None:
+    """request.object of a body review_head.py has read, checked as `parse_review` would."""
+    doc = _load(body)
+    obj = doc["request"].get("object")
+    if obj is not None and type(obj) is not dict:
+        raise MalformedReview(f"request.object must be an object (got {type(obj).__name__})")
+    if pod_create:
+        if obj is None:
+            raise MalformedReview("request.object must hold the Pod for a Pod CREATE")
+        if not _usual_pod(obj):
+            _check_pod(obj)
+    return obj
+
+
+def _from_head(body: bytes | str) -> ReviewRequest | None:
+    """The request read from its head (review_head.py); None: read it all."""
+    raw = body.encode() if isinstance(body, str) else body
+    head = read_head(raw)
+    if head is None:
+        return None
+    request, pod = head
+    if not request.uid or request.operation not in _OPERATIONS:
+        return None
+    gvk = request.kind
+    return ReviewRequest(
+        uid=request.uid,
+        operation=cast(Operation, request.operation),
+        kind=GroupVersionKind(
+            group=gvk.group or "", version=gvk.version or "", kind=gvk.kind or ""
+        ),
+        namespace=request.namespace or "",
+        name=request.name or "",
+        dry_run=request.dry_run or False,
+        body=None if request.object is None else raw,
+        pod=pod,
+    )
+
+
+def parse_review(body: bytes | str) -> ReviewRequest:
+    """Validate one request body; raise `MalformedReview` naming the first problem.
+
+    The usual request is read from its head, its object parsed later, when something reads
+    it (a problem in the pod then raises from there); anything else is read whole here.
+    """
+    fast = _from_head(body)
+    return fast if fast is not None else _read_whole(body)
+
+
+def _read_whole(body: bytes | str) -> ReviewRequest:
+    """`parse_review` with the body parsed whole, and checked field by field."""
+    doc = _load(body)
     usual = _parse_usual(doc)
     if usual is not None:
         return usual

@@ -275,3 +275,24 @@ async def test_a_new_claim_template_is_seen_by_the_next_admission(
             paths = {op["path"] for op in decode_patch(after["response"])}
             assert "/spec/resourceClaims" in paths
             assert not any("yet" in w for w in after["response"].get("warnings", []))
+
+
+def test_the_hostname_is_cut_from_the_spec_as_the_api_server_writes_it() -> None:
+    """kube-apiserver writes compact JSON; the key is cut from those bytes, never parsed."""
+
+    def compact(pod: dict[str, Any]) -> ReviewRequest:
+        return parse_review(json.dumps(admission_review(pod), separators=(",", ":")).encode())
+
+    first, seventh = compact(job_pod(0)), compact(job_pod(7))
+    assert first.pod is not None and first.pod.spec is not None
+    assert b"hostname" not in first.pod.spec
+    assert request_key(first) == request_key(seventh) is not None
+    # The word elsewhere too (a nested key): not cut from the text; the parsed spec is
+    # the key then, so the pods of the Job still share one.
+    tricky = [job_pod(i) for i in (0, 7)]
+    for pod in tricky:
+        pod["spec"]["containers"][0]["env"] = [{"name": "hostname", "value": "x"}]
+        pod["spec"]["nodeSelector"] = {"hostname": "gpu-node-1"}
+    keys = [request_key(compact(pod)) for pod in tricky]
+    assert compact(tricky[0]).pod.spec is None  # type: ignore[union-attr]
+    assert keys[0] == keys[1] is not None and keys[0] != request_key(first)

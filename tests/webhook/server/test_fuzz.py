@@ -28,7 +28,8 @@ from webhook.server.app import WebhookServer, WebhookState, make_app
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.reload import PolicyStore
 from webhook.server.response import MAX_WARNING_CHARS
-from webhook.server.review import MalformedReview, parse_review
+from webhook.server import review
+from webhook.server.review import MalformedReview, ReviewRequest, parse_review
 
 # Values are built from a seed with the stdlib PRNG: hypothesis's recursive strategies cost
 # several ms per example here, and thousands of cases must fit in seconds. Failures still
@@ -247,3 +248,25 @@ def test_fuzz_parse_review_raises_only_malformed(body: bytes) -> None:
         assert str(exc)
     else:
         assert parsed.uid and parsed.operation in ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+@settings(max_examples=600, deadline=None)
+@given(body=_BODIES)
+def test_the_head_and_the_whole_reading_agree(body: bytes) -> None:
+    """The usual request is read from its head (msgspec) and its pod parsed only when read:
+    for any body, that accepts and refuses what reading it whole does, and reads the same."""
+    try:
+        whole: ReviewRequest | None = review._read_whole(body)
+    except MalformedReview:
+        whole = None
+    try:
+        fast: ReviewRequest | None = parse_review(body)
+        assert fast is not None
+        fast_object = fast.object  # a pod's problems may only show once it is parsed
+    except MalformedReview:
+        fast = None
+    assert (fast is None) == (whole is None), (fast, whole)
+    if fast is not None and whole is not None:
+        fields = ("uid", "operation", "kind", "namespace", "name", "dry_run")
+        assert [getattr(fast, f) for f in fields] == [getattr(whole, f) for f in fields]
+        assert fast_object == whole.object

@@ -123,3 +123,21 @@ def test_error_messages_do_not_echo_huge_values() -> None:
     with pytest.raises(MalformedReview) as caught:
         parse_review(_body(review))
     assert len(str(caught.value)) < 200
+
+
+def test_a_pod_create_is_read_from_its_head_and_its_pod_parsed_when_read() -> None:
+    review = admission_review(gpu_pod())
+    parsed = parse_review(_body(review))
+    assert parsed.pod is not None  # the answer cache's view: metadata and the spec's text
+    assert parsed.pod.meta.labels == review["request"]["object"]["metadata"]["labels"]
+    assert json.loads(parsed.pod.spec or b"") == review["request"]["object"]["spec"]
+    assert parsed.object == review["request"]["object"]
+
+
+def test_bytes_the_head_skips_are_still_checked() -> None:
+    """msgspec skips members it has no field for without checking their UTF-8: the body
+    is still refused, as reading it whole refuses it."""
+    body = _body(admission_review(gpu_pod())).replace(b'"username": "', b'"username": "\xff')
+    assert b"\xff" in body
+    with pytest.raises(MalformedReview, match="not JSON"):
+        parse_review(body)
