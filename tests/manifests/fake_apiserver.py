@@ -30,7 +30,6 @@ _SECRET = "/api/v1/namespaces/{ns}/secrets"
 _MWC = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
 
 
-
 class FakeApiServer:
     def __init__(self) -> None:
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}

@@ -93,10 +93,7 @@ def test_a_compute_only_resource_pairs_whole_numa_nodes_but_not_part_of_one(
     assert pairs_of(explain(found, 8, [split]))["dgx-split"]["guaranteed"]
     part = pairs_of(explain(found, 2, [split]))["dgx-split"]
     assert not part["guaranteed"]
-    assert (
-        "2 of 4 GPUs on NUMA 0 get 2 of its 4 rdma/compute NICs; pairs need"
-        in (part["reason"])
-    )
+    assert "2 of 4 GPUs on NUMA 0 get 2 of its 4 rdma/compute NICs; pairs need" in (part["reason"])
 
 
 @pytest.mark.parametrize(("gpus", "nics"), [(1, 6), (2, 6), (4, 6)])

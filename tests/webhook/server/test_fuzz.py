@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from tests.webhook.server.conftest import admission_review, gpu_pod
 from webhook.engine.mutation import EngineSettings
 from webhook.policy.loader import load_policy_dir
+from webhook.server import review
 from webhook.server.admission import PolicyAdmitter
 from webhook.server.app import WebhookServer, WebhookState, make_app
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.reload import PolicyStore
 from webhook.server.response import MAX_WARNING_CHARS
-from webhook.server import review
 from webhook.server.review import MalformedReview, ReviewRequest, parse_review
 
 # Values are built from a seed with the stdlib PRNG: hypothesis's recursive strategies cost
