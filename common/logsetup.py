@@ -63,19 +63,19 @@ class _JsonFormatter(logging.Formatter):
         self._clock = _SecondClock("%Y-%m-%dT%H:%M:%S", time.gmtime)
 
     def format(self, record: logging.LogRecord) -> str:
-        doc = self.head(record.created, record.msecs, record.levelname, record.name)
-        doc["msg"] = record.getMessage()
-        doc.update(_extras(record))
+        doc: dict[str, object] = {
+            "ts": self.timestamp(record.created, record.msecs),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **_extras(record),
+        }
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return self.dumps(doc)
 
-    def head(self, created: float, msecs: float, level: str, name: str) -> dict[str, object]:
-        return {
-            "ts": f"{self._clock(created)}.{int(msecs):03d}Z",
-            "level": level.lower(),
-            "logger": name,
-        }
+    def timestamp(self, created: float, msecs: float) -> str:
+        return f"{self._clock(created)}.{int(msecs):03d}Z"
 
     @staticmethod
     def dumps(doc: dict[str, object]) -> str:
@@ -164,9 +164,8 @@ def log_fields(logger: logging.Logger, msg: str, fields: dict[str, object]) -> N
         return
     handler, formatter = direct
     created = time.time()
-    doc = formatter.head(created, (created - int(created)) * 1000, "INFO", logger.name)
-    doc["msg"] = msg
-    doc.update(fields)
+    ts = formatter.timestamp(created, (created - int(created)) * 1000)
+    doc = {"ts": ts, "level": "info", "logger": logger.name, "msg": msg, **fields}
     handler.write_line(formatter.dumps(doc))
 
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from common.backoff import Sleep
 from webhook.kube_read import ApiError, read_json
@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "kube-system"  # kube-scheduler's default leaderElection.resourceNamespace
 _STALE_LEASES = 3
+_UNKNOWN: Final = object()  # not looked at yet, or could not be read
 
 
 def lease_problem(name: str, lease: Mapping[str, Any] | None, now: datetime) -> str | None:
@@ -61,6 +62,7 @@ class SchedulerLeases:
         self._sleep = sleep
         self._clock = clock
         self.problems: dict[str, str | None] = {}  # name -> problem; absent: not looked yet
+        self.generation = 0  # bumped whenever `problems` changes: cached answers compare it
 
     def problem(self, name: str) -> str | None:
         return self.problems.get(name)
@@ -82,14 +84,23 @@ class SchedulerLeases:
         while True:
             for name in sorted(set(self._names())):
                 try:
-                    self.problems[name] = await self._look(coordination, name)
+                    self._set(name, await self._look(coordination, name))
                 except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                    self.problems.pop(name, None)  # cannot tell: say nothing
+                    self._set(name, _UNKNOWN)  # cannot tell: say nothing
                     logger.warning(
                         "cannot read the scheduler's Lease",
                         extra={"scheduler": name, "error": str(exc) or type(exc).__name__},
                     )
             await self._sleep(self._interval)
+
+    def _set(self, name: str, problem: str | None | object) -> None:
+        if self.problems.get(name, _UNKNOWN) == problem:
+            return
+        if problem is _UNKNOWN:
+            del self.problems[name]
+        else:
+            self.problems[name] = problem  # type: ignore[assignment]
+        self.generation += 1
 
     async def _look(self, coordination: Any, name: str) -> str | None:
         try:

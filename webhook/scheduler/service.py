@@ -40,7 +40,7 @@ class NumaScheduling:
     def stamp(self) -> tuple[object, ...]:
         """Changes whenever `warnings` or the node cache's free-capacity check could answer
         differently: a NodeResourceTopology event, a scheduler Lease's verdict."""
-        return (self.zones.generation, tuple(sorted(self.leases.problems.items())))
+        return (self.zones.generation, self.leases.generation)
 
     def warnings(self, pod: dict[str, Any], policy: PlacementPolicy | None) -> list[str]:
         """The pod goes to the policy's scheduler, and that scheduler is not running."""
