@@ -74,6 +74,12 @@ class _JsonFormatter(logging.Formatter):
             doc["exc"] = self.formatException(record.exc_info)
         return self.dumps(doc)
 
+    def render_fields(self, line: tuple[float, str, str, dict[str, object]]) -> str:
+        """The INFO line `log_fields` keeps: (time, logger name, message, fields)."""
+        created, name, msg, fields = line
+        ts = self.timestamp(created, (created - int(created)) * 1000)
+        return self.dumps({"ts": ts, "level": "info", "logger": name, "msg": msg, **fields})
+
     def timestamp(self, created: float, msecs: float) -> str:
         return f"{self._clock(created)}.{int(msecs):03d}Z"
 
@@ -163,10 +169,12 @@ def log_fields(logger: logging.Logger, msg: str, fields: dict[str, object]) -> N
         logger.handle(record)
         return
     handler, formatter = direct
-    created = time.time()
-    ts = formatter.timestamp(created, (created - int(created)) * 1000)
-    doc = {"ts": ts, "level": "info", "logger": logger.name, "msg": msg, **fields}
-    handler.write_line(formatter.dumps(doc))
+    handler.write_later(formatter.render_fields, (time.time(), logger.name, msg, fields))
+
+
+# INFO lines wait at most this long (common.logbatch): under load one write carries the
+# lines of many admissions; a WARNING or worse is written at once.
+FLUSH_INTERVAL_S = 0.05
 
 
 def configure_logging(level: str = "info", fmt: LogFormat = "text") -> None:
@@ -174,7 +182,7 @@ def configure_logging(level: str = "info", fmt: LogFormat = "text") -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = BatchingStreamHandler(sys.stderr)
+    handler = BatchingStreamHandler(sys.stderr, interval=FLUSH_INTERVAL_S)
     handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -1,5 +1,5 @@
-"""Log lines of one event-loop turn reach the stream in one write, in order; a warning, a
-line logged outside a loop, and exit never wait."""
+"""Log lines of one event-loop turn, or of one interval, reach the stream in one write, in
+order; a warning, a line logged outside a loop, and exit never wait."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ class CountingStream(io.StringIO):
         return super().write(text)
 
 
-def logger_to(stream: CountingStream) -> logging.Logger:
-    handler = BatchingStreamHandler(stream)
+def logger_to(stream: CountingStream, *, interval: float = 0.0) -> logging.Logger:
+    handler = BatchingStreamHandler(stream, interval=interval)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     logger = logging.getLogger(f"test.logbatch.{id(stream)}")
     logger.handlers[:] = [handler]
@@ -108,3 +108,63 @@ def test_a_field_line_is_the_line_a_record_would_be() -> None:
     one, two = json.loads(direct.getvalue()), json.loads(via_record.getvalue())
     assert one.pop("ts")[:16] == two.pop("ts")[:16]  # the same minute
     assert one == two == {"level": "info", "logger": "webhook.access", "msg": "admission", **fields}
+
+
+class WatchedStream(CountingStream):
+    """Sets `written` on each write (the loop that waits on it must be running)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: asyncio.Event | None = None
+
+    async def wait_written(self) -> None:
+        self.written = asyncio.Event()
+        async with asyncio.timeout(5):
+            await self.written.wait()
+
+    def write(self, text: str) -> int:
+        if self.written is not None:
+            self.written.set()
+        return super().write(text)
+
+
+async def test_an_interval_writes_the_lines_of_many_turns_at_once() -> None:
+    stream = WatchedStream()
+    log = logger_to(stream, interval=0.05)
+    for i in range(3):
+        log.info("turn %d", i)
+        await asyncio.sleep(0)  # one turn each
+    assert stream.getvalue() == ""  # the interval is not over
+    await stream.wait_written()
+    assert stream.getvalue() == "".join(f"INFO turn {i}\n" for i in range(3))
+    assert stream.writes == 1
+
+
+def test_lines_kept_for_a_loop_that_ended_go_out_with_the_next_loops() -> None:
+    stream = WatchedStream()
+    log = logger_to(stream, interval=0.05)
+
+    async def first() -> None:
+        log.info("first")  # its loop ends before the interval does
+
+    async def second() -> None:
+        log.info("second")
+        await stream.wait_written()
+
+    asyncio.run(first())
+    assert stream.getvalue() == ""
+    asyncio.run(second())
+    assert stream.getvalue() == "INFO first\nINFO second\n"
+
+
+async def test_a_line_that_cannot_be_rendered_is_written_as_its_value() -> None:
+    stream = CountingStream()
+    handler = BatchingStreamHandler(stream)
+
+    def broken(value: object) -> str:
+        raise ValueError("no")
+
+    handler.write_later(broken, ("kept", 1))
+    handler.write_later(lambda value: f"fine {value}", 2)
+    await asyncio.sleep(0)
+    assert stream.getvalue() == "('kept', 1)\nfine 2\n"

@@ -93,7 +93,7 @@ class SchedulerLeases:
                     )
             await self._sleep(self._interval)
 
-    def _set(self, name: str, problem: str | None | object) -> None:
+    def _set(self, name: str, problem: str | object | None) -> None:
         if self.problems.get(name, _UNKNOWN) == problem:
             return
         if problem is _UNKNOWN:

@@ -66,6 +66,7 @@ class Admission:
     patch_ops: int = 0
     pod_name: str = ""
     namespace: str = ""
+    payload: bytes | None = None  # `review` as JSON, where already written (a reused answer)
 
 
 class Admitter(Protocol):

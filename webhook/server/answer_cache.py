@@ -41,6 +41,11 @@ _KEPT: Final = frozenset({"mutated", "unchanged", "denied"})
 _MISSING, _NULL, _MAP = 0, 1, 2
 
 Stamp = Callable[[], Hashable]
+# A reused answer's JSON up to its uid: the review as response.build_response orders it.
+_REVIEW_HEAD: Final = b'{"apiVersion":"%s","kind":"%s","response":{"uid":' % (
+    API_VERSION.encode(),
+    KIND.encode(),
+)
 
 
 def _shape(annotations: object) -> tuple[object, ...]:
@@ -90,6 +95,7 @@ def request_key(request: ReviewRequest) -> Hashable | None:
 class _Entry:
     stamp: Hashable
     response: dict[str, Any]  # the AdmissionResponse without its uid; never mutated
+    tail: bytes  # that response as JSON after its opening brace, and the review's close
     outcome: Any
     policy: str | None
     patch_ops: int
@@ -124,7 +130,12 @@ class CachedAdmitter:
                 self._entries.clear()  # many different pods, or many changes: start over
             response = {k: v for k, v in admission.review["response"].items() if k != "uid"}
             self._entries[key] = _Entry(
-                stamp, response, admission.outcome, admission.policy, admission.patch_ops
+                stamp,
+                response,
+                jsonio.dumps(response)[1:] + b"}",
+                admission.outcome,
+                admission.policy,
+                admission.patch_ops,
             )
         return admission
 
@@ -151,4 +162,5 @@ class CachedAdmitter:
             entry.patch_ops,
             name if isinstance(name, str) else "",
             namespace,
+            b"".join((_REVIEW_HEAD, jsonio.dumps(request.uid), b",", entry.tail)),
         )

@@ -158,7 +158,7 @@ async def _admit(request: web.Request, state: WebhookState) -> web.Response:
         logger.exception("admitter raised; admitting unchanged", extra={"uid": review.uid})
         review_out = build_response(review.uid, warnings=["internal error; admitted unchanged"])
         admission = Admission(review_out, "failed_open", namespace=review.namespace)
-    payload = jsonio.dumps(admission.review)
+    payload = admission.payload or jsonio.dumps(admission.review)
     elapsed = time.perf_counter() - started
     state.metrics.admission(admission.outcome, admission.policy, elapsed)
     _log(admission, review.uid, review.dry_run, elapsed)

@@ -303,15 +303,19 @@ def _from_head(body: bytes | str) -> ReviewRequest | None:
     if not request.uid or request.operation not in _OPERATIONS:
         return None
     gvk = request.kind
+    kind: GroupVersionKind = {
+        "group": gvk.group or "",
+        "version": gvk.version or "",
+        "kind": gvk.kind or "",
+    }
     return ReviewRequest(
-        uid=request.uid,
-        operation=cast(Operation, request.operation),
-        kind=GroupVersionKind(
-            group=gvk.group or "", version=gvk.version or "", kind=gvk.kind or ""
-        ),
-        namespace=request.namespace or "",
-        name=request.name or "",
-        dry_run=request.dry_run or False,
+        request.uid,
+        cast(Operation, request.operation),
+        kind,
+        request.namespace or "",
+        request.name or "",
+        None,
+        request.dry_run or False,
         body=None if request.object is None else raw,
         pod=pod,
     )

@@ -87,7 +87,8 @@ def read_head(body: bytes) -> tuple[Request, PodHead | None] | None:
     """The request of an AdmissionReview v1 body, and the pod's head for a v1 Pod CREATE;
     None: let the full reading look at it."""
     try:
-        body.decode()  # msgspec skips over members without checking their UTF-8
+        if not body.isascii():  # msgspec skips over members without checking their UTF-8
+            body.decode()
         review = _review.decode(body)
     except (UnicodeDecodeError, *_ERRORS):
         return None

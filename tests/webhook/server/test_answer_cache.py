@@ -27,6 +27,7 @@ from tests.webhook.server.conftest import (
 )
 from tests.webhook.server.fake_nodes import NodeApiServer
 from tests.webhook.server.test_template_cache import template
+from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.server.admission import Admission, PolicyAdmitter
 from webhook.server.answer_cache import CachedAdmitter, request_key
@@ -104,6 +105,8 @@ def test_a_cached_answer_is_the_engines_answer_for_that_pod(policy_dir: Path) ->
         answer = cached.admit(req)
         fresh = engine.admit(req)
         assert answer.review == fresh.review  # uid echoed, patch and warnings the same
+        if answer.payload is not None:  # a reused answer comes written: the same bytes
+            assert answer.payload == jsonio.dumps(fresh.review)
         assert (answer.outcome, answer.policy, answer.patch_ops) == (
             fresh.outcome,
             fresh.policy,
