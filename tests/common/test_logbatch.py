@@ -168,3 +168,26 @@ async def test_a_line_that_cannot_be_rendered_is_written_as_its_value() -> None:
     handler.write_later(lambda value: f"fine {value}", 2)
     await asyncio.sleep(0)
     assert stream.getvalue() == "('kept', 1)\nfine 2\n"
+
+
+async def test_lines_render_at_the_end_of_their_turn_and_wait_only_for_room() -> None:
+    """With an interval, a turn's lines are rendered as the turn ends (never hundreds at
+    once, which would stall the request that comes next), and written once `max_chars`
+    wait, without waiting for the interval."""
+    stream = CountingStream()
+    handler = BatchingStreamHandler(stream, interval=60, max_chars=100)
+    rendered: list[int] = []
+
+    def render(value: int) -> str:
+        rendered.append(value)
+        return f"line {value:02d}"
+
+    handler.write_later(render, 0)
+    assert rendered == []  # not on the request's path
+    await asyncio.sleep(0)
+    assert rendered == [0] and stream.getvalue() == ""  # rendered; 7 characters wait
+    for i in range(1, 20):
+        handler.write_later(render, i)
+    await asyncio.sleep(0)
+    assert stream.writes == 1  # past 100 characters: written at the turn's end
+    assert stream.getvalue() == "".join(f"line {i:02d}\n" for i in range(20))

@@ -101,18 +101,17 @@ STATE = web.AppKey("topoplace_state", WebhookState)
 def _bad_request(state: WebhookState, started: float, message: str) -> web.Response:
     elapsed = time.perf_counter() - started
     state.metrics.admission("malformed", None, elapsed)
-    _access_log({"outcome": "malformed", "error": message, "latency_ms": round(elapsed * 1e3, 3)})
+    fields = {"outcome": "malformed", "error": message, "latency_ms": round(elapsed * 1e3, 3)}
+    log_fields(access_logger, "admission", fields)
     return web.Response(status=400, text=f"malformed AdmissionReview: {message}\n")
 
 
-def _access_log(fields: dict[str, object]) -> None:
-    """One INFO record on `webhook.access` with `fields` as its extras (common.logsetup
-    writes it without a LogRecord where that changes nothing)."""
-    log_fields(access_logger, "admission", fields)
-
-
 def _log(admission: Admission, uid: str, dry_run: bool, elapsed: float) -> None:
-    _access_log(
+    """One INFO line on `webhook.access` per admission (common.logsetup.log_fields writes
+    it without a LogRecord where that changes nothing)."""
+    log_fields(
+        access_logger,
+        "admission",
         {
             "uid": uid,
             "namespace": admission.namespace,
@@ -122,7 +121,7 @@ def _log(admission: Admission, uid: str, dry_run: bool, elapsed: float) -> None:
             "patch_ops": admission.patch_ops,
             "dry_run": dry_run,
             "latency_ms": round(elapsed * 1e3, 3),
-        }
+        },
     )
 
 
