@@ -140,7 +140,7 @@ def _row(
     }
 
 
-def run_webhook_bench(*, runs: int = 3, seconds: float = 2.0) -> dict[str, list[dict[str, Any]]]:
+def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[dict[str, Any]]]:
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk not found: `apt-get install wrk` (make bench does this)")
     work = Path(tempfile.mkdtemp(prefix="topoplace-bench-"))

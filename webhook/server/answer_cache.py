@@ -95,7 +95,7 @@ def request_key(request: ReviewRequest) -> Hashable | None:
 class _Entry:
     stamp: Hashable
     response: dict[str, Any]  # the AdmissionResponse without its uid; never mutated
-    tail: bytes  # that response as JSON after its opening brace, and the review's close
+    tail: bytes  # that response as JSON after the uid, and the review's close
     outcome: Any
     policy: str | None
     patch_ops: int
@@ -132,7 +132,7 @@ class CachedAdmitter:
             self._entries[key] = _Entry(
                 stamp,
                 response,
-                jsonio.dumps(response)[1:] + b"}",
+                b"," + jsonio.dumps(response)[1:] + b"}",
                 admission.outcome,
                 admission.policy,
                 admission.patch_ops,
@@ -162,5 +162,5 @@ class CachedAdmitter:
             entry.patch_ops,
             name if isinstance(name, str) else "",
             namespace,
-            b"".join((_REVIEW_HEAD, jsonio.dumps(request.uid), b",", entry.tail)),
+            _REVIEW_HEAD + jsonio.dumps(request.uid) + entry.tail,
         )
