@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.vocabulary import Label
+from webhook.topology.fit import min_nodes
 
 __all__ = [
     "ALIGNING",
     "NumaShape",
     "load_topology",
-    "min_nodes",
     "numa_shape",
     "topology_refusal",
 ]
@@ -91,16 +91,6 @@ def numa_shape(annotation: Any) -> NumaShape | None:
     if not ids:
         return None
     return NumaShape(tuple(cpus), tuple(per["gpus"]), tuple(per["nics"]))
-
-
-def min_nodes(need: int, caps: Sequence[int]) -> int | None:
-    """The fewest NUMA nodes that could ever hold `need` (None: not even all of them)."""
-    total = 0
-    for count, cap in enumerate(sorted(caps, reverse=True), start=1):
-        total += cap
-        if total >= need:
-            return count
-    return None
 
 
 def _fits(mask: Sequence[int], wants: Sequence[tuple[str, int, tuple[int, ...]]]) -> bool:

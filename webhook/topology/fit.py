@@ -24,7 +24,7 @@ from decimal import Decimal
 
 from webhook.topology.zones import NodeZones
 
-__all__ = ["ALIGNED_POLICIES", "FreeFit", "free_fit", "resource_word"]
+__all__ = ["ALIGNED_POLICIES", "FreeFit", "free_fit", "min_nodes", "resource_word"]
 
 ALIGNED_POLICIES = ("restricted", "single-numa-node")
 GPU = "nvidia.com/gpu"
@@ -66,7 +66,8 @@ def _show(name: str, units: int) -> str:
     return str(units)
 
 
-def _min_width(need: int, caps: Sequence[int]) -> int | None:
+def min_nodes(need: int, caps: Sequence[int]) -> int | None:
+    """The fewest NUMA nodes that could ever hold `need` (None: not even all of them)."""
     total = 0
     for count, cap in enumerate(sorted(caps, reverse=True), start=1):
         total += cap
@@ -106,7 +107,7 @@ def free_fit(
             continue
         for name in names:
             free.setdefault(name, _units_per_zone(name, zones, "available"))
-        widths = {n: _min_width(unit[n], _units_per_zone(n, zones, "allocatable")) for n in names}
+        widths = {n: min_nodes(unit[n], _units_per_zone(n, zones, "allocatable")) for n in names}
         if None in widths.values():
             return FreeFit(True)  # more than the node has at all: the hardware checks say so
         width = 1 if policy == "single-numa-node" else max(w or 1 for w in widths.values())

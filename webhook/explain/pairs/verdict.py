@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 from common.vocabulary import Label
 from webhook.explain.checks import PodPlan
-from webhook.explain.numa import ALIGNING, min_nodes
+from webhook.explain.numa import ALIGNING
 from webhook.explain.pairs.facts import Pairing, ResourceNics
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.notes import asks_pairs
+from webhook.topology.fit import min_nodes
 
 __all__ = ["OPTION", "PairsVerdict", "pairs_key", "pairs_verdict"]
 
