@@ -79,12 +79,6 @@ class Admitter(Protocol):
     def admit(self, request: ReviewRequest) -> Admission: ...
 
 
-def _pod_name(meta: dict[str, Any], request: ReviewRequest) -> str:
-    # Controller-created pods have only generateName at admission time.
-    name = meta.get("name") or meta.get("generateName") or request.name
-    return name if isinstance(name, str) else ""
-
-
 def _passes(labels: object, annotations: object) -> bool:
     """A pod that did not opt in, or a mirror pod (the kubelet's static pods): not ours."""
     return (
@@ -123,16 +117,14 @@ class PolicyAdmitter:
         head = request.pod
         if head is not None and _passes(head.meta.labels, head.meta.annotations):
             # Decided from the head: the pod is not parsed (the head checked its shape).
-            name = head.meta.name or head.meta.generate_name or request.name
-            namespace = request.namespace or head.meta.namespace or ""
+            name, namespace = request.pod_name_and_namespace()
             policy = (head.meta.labels or {}).get(POLICY_LABEL)
             return Admission(build_response(uid), "passthrough", policy, 0, name, namespace)
         pod = request.object
         if pod is None:
             return Admission(build_response(uid), "passthrough", namespace=request.namespace)
         meta: dict[str, Any] = pod.get("metadata") or {}
-        namespace = request.namespace or meta.get("namespace") or ""
-        name = _pod_name(meta, request)
+        name, namespace = request.pod_name_and_namespace()
         policy = (meta.get("labels") or {}).get(POLICY_LABEL)
         if _passes(meta.get("labels"), meta.get("annotations")):
             return Admission(build_response(uid), "passthrough", policy, 0, name, namespace)

@@ -146,21 +146,13 @@ class CachedAdmitter:
     def _reuse(entry: _Entry, request: ReviewRequest) -> Admission:
         response: AdmissionResponse = {"uid": request.uid, **entry.response}  # type: ignore[typeddict-item]
         review: AdmissionReviewOut = {"apiVersion": API_VERSION, "kind": KIND, "response": response}
-        head = request.pod
-        if head is not None:
-            name = head.meta.name or head.meta.generate_name or request.name
-            namespace = request.namespace or head.meta.namespace or ""
-        else:
-            meta = (request.object or {}).get("metadata") or {}
-            # As PolicyAdmitter names it (the access log): controllers' pods have generateName.
-            name = meta.get("name") or meta.get("generateName") or request.name
-            namespace = request.namespace or meta.get("namespace") or ""
+        name, namespace = request.pod_name_and_namespace()
         return Admission(
             review,
             entry.outcome,
             entry.policy,
             entry.patch_ops,
-            name if isinstance(name, str) else "",
+            name,
             namespace,
             _REVIEW_HEAD + jsonio.dumps(request.uid) + entry.tail,
         )

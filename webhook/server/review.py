@@ -136,6 +136,21 @@ class ReviewRequest:
             self._object = _object_of(body, pod_create=self.is_pod_create)
         return self._object
 
+    def pod_name_and_namespace(self) -> tuple[str, str]:
+        """The pod's name as the access log shows it (a controller's pod has only its
+        generateName at admission) and its namespace: from the head where there is one,
+        else from the parsed pod."""
+        head = self.pod
+        if head is not None:
+            meta = head.meta
+            name: object = meta.name or meta.generate_name or self.name
+            namespace: object = self.namespace or meta.namespace or ""
+        else:
+            parsed = (self.object or {}).get("metadata") or {}
+            name = parsed.get("name") or parsed.get("generateName") or self.name
+            namespace = self.namespace or parsed.get("namespace") or ""
+        return (name if isinstance(name, str) else "", namespace)  # type: ignore[return-value]
+
     @property
     def is_pod_create(self) -> bool:
         return (
@@ -192,86 +207,6 @@ def _check_pod(obj: dict[str, Any]) -> None:
             raise MalformedReview(f"request.object.spec.{key} must be a list of objects")
 
 
-# isinstance checks mapped in C over a whole list (no generator frame per pod).
-_is_str = str.__instancecheck__
-_is_dict = dict.__instancecheck__
-
-
-def _usual_pod(obj: dict[str, Any]) -> bool:
-    """True when `obj` passes `_check_pod` (same rules, no messages); False: ask it why."""
-    if obj.get("kind", "Pod") != "Pod" or obj.get("apiVersion", "v1") != "v1":
-        return False
-    metadata = obj.get("metadata")
-    if metadata is not None:
-        if type(metadata) is not dict:
-            return False
-        for key in ("labels", "annotations"):
-            mapping = metadata.get(key)
-            if mapping is not None and (
-                type(mapping) is not dict or not all(map(_is_str, mapping.values()))
-            ):
-                return False
-    spec = obj.get("spec")
-    if type(spec) is not dict:
-        return False
-    containers = spec.get("containers")
-    if type(containers) is not list or not all(map(_is_dict, containers)):
-        return False
-    init = spec.get("initContainers")
-    return init is None or (type(init) is list and all(map(_is_dict, init)))
-
-
-def _parse_usual(doc: Any) -> ReviewRequest | None:
-    """The common case of `parse_review` in straight-line checks (a request arrives per pod).
-
-    Same rules as the field-by-field path below; None for anything that path must look at,
-    so every error message still comes from one place.
-    """
-    if type(doc) is not dict or doc.get("kind") != KIND or doc.get("apiVersion") != API_VERSION:
-        return None
-    request = doc.get("request")
-    if type(request) is not dict:
-        return None
-    uid = request.get("uid")
-    operation = request.get("operation")
-    gvk = request.get("kind")
-    namespace = request.get("namespace")
-    name = request.get("name")
-    dry_run = request.get("dryRun")
-    obj = request.get("object")
-    if (
-        type(uid) is not str
-        or not uid
-        or type(operation) is not str
-        or operation not in _OPERATIONS
-        or type(gvk) is not dict
-        or (namespace is not None and type(namespace) is not str)
-        or (name is not None and type(name) is not str)
-        or (dry_run is not None and type(dry_run) is not bool)
-        or (obj is not None and type(obj) is not dict)
-    ):
-        return None
-    group, version, kind = gvk.get("group"), gvk.get("version"), gvk.get("kind")
-    if (
-        (group is not None and type(group) is not str)
-        or (version is not None and type(version) is not str)
-        or (kind is not None and type(kind) is not str)
-    ):
-        return None
-    parsed = ReviewRequest(
-        uid=uid,
-        operation=cast(Operation, operation),
-        kind=GroupVersionKind(group=group or "", version=version or "", kind=kind or ""),
-        namespace=namespace or "",
-        name=name or "",
-        object=obj,
-        dry_run=dry_run or False,
-    )
-    if parsed.is_pod_create and (obj is None or not _usual_pod(obj)):
-        return None
-    return parsed
-
-
 def _load(body: bytes | str) -> Any:
     try:
         return jsonio.loads(body)
@@ -288,8 +223,7 @@ def _object_of(body: bytes, *, pod_create: bool) -> dict[str, Any] | None:
     if pod_create:
         if obj is None:
             raise MalformedReview("request.object must hold the Pod for a Pod CREATE")
-        if not _usual_pod(obj):
-            _check_pod(obj)
+        _check_pod(obj)
     return obj
 
 
@@ -334,9 +268,6 @@ def parse_review(body: bytes | str) -> ReviewRequest:
 def _read_whole(body: bytes | str) -> ReviewRequest:
     """`parse_review` with the body parsed whole, and checked field by field."""
     doc = _load(body)
-    usual = _parse_usual(doc)
-    if usual is not None:
-        return usual
     if not isinstance(doc, dict):
         raise MalformedReview("body must be a JSON object (an AdmissionReview)")
     if doc.get("kind") != KIND:
