@@ -2,20 +2,57 @@
 
 Required expressions go into EVERY existing nodeSelectorTerm: terms are ORed, so adding to
 only one would let the others schedule anywhere. The user's own terms are never dropped.
+Where the policy lets the pod meet kubelets that align (`restricted`, `single-numa-node`),
+the node shapes whose kubelet admits it come as ORed alternatives
+(webhook/topology/shapes.py): each user term is then repeated once per alternative.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook.engine.patch import clone
-from webhook.engine.workers import NumaRequest
-from webhook.policy.model import Dataset, Placement
+from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, Dataset, Placement
+from webhook.topology.admission import PodUnits
+from webhook.topology.shapes import admitting_terms
 
-__all__ = ["add_preferred", "add_required", "dataset_preferences", "required_expressions"]
+__all__ = [
+    "NumaRequest",
+    "add_preferred",
+    "add_required",
+    "dataset_preferences",
+    "kubelet_terms",
+    "numa_request",
+    "required_expressions",
+]
 
 Expression = dict[str, Any]
+_GIB = 2**30
+
+
+class NumaRequest(NamedTuple):
+    """What the kubelet must place on one NUMA node under single-numa-node alignment."""
+
+    cpus: int  # exclusive CPUs: whole-CPU containers of a Guaranteed pod
+    memory_gib: int  # the Guaranteed pod's memory, GiB rounded up
+
+
+def numa_request(units: PodUnits) -> NumaRequest:
+    """The pod-wide amounts the static CPU and memory managers align (scope pod)."""
+    amounts = units.pod[0].amounts if units.pod else {}
+    return NumaRequest(-(-amounts.get("cpu", 0) // 1000), -(-amounts.get("memory", 0) // _GIB))
+
+
+def kubelet_terms(
+    placement: Placement, units: PodUnits, gpu_resource: str
+) -> list[list[Expression]] | None:
+    """The ORed node shapes whose kubelet admits the pod, when the policy lets it meet
+    aligning kubelets; None otherwise (nothing to add)."""
+    listed = placement.topology_manager_policies or []
+    if not any(p in REFUSING_TOPOLOGY_POLICIES for p in listed):
+        return None
+    return admitting_terms(units.pod, units.container, listed, gpu_resource)
 
 
 def required_expressions(
@@ -25,6 +62,7 @@ def required_expressions(
     warnings: list[str],
     devices: bool = True,
     numa: NumaRequest | None = None,
+    shaped: bool = False,
 ) -> list[Expression]:
     """Match expressions on the agent's node labels for this placement and GPU count.
 
@@ -32,7 +70,8 @@ def required_expressions(
     spec): with singleNumaNode, a node whose largest NUMA node has fewer CPUs or less memory
     is excluded, since its kubelet would refuse the pod with TopologyAffinityError.
     `devices=False` leaves out the GPU/NIC terms (link, pairs, single NUMA node): DRA claims
-    enforce those per device, and the node-wide labels would only narrow the choice."""
+    enforce those per device, and the node-wide labels would only narrow the choice.
+    `shaped`: kubelet_terms name the Topology Manager policies, so no expression here does."""
     exprs: list[Expression] = []
     if not devices:
         placement = _without_device_terms(placement)
@@ -57,7 +96,7 @@ def required_expressions(
             ):
                 if need > 0:
                     exprs.append(_expr(numa_key, "Gt", [str(need - 1)]))
-    if placement.topology_manager_policies:
+    if placement.topology_manager_policies and not shaped:
         exprs.append(
             _expr(Label.TOPOLOGY_MANAGER_POLICY, "In", list(placement.topology_manager_policies))
         )
@@ -83,25 +122,38 @@ def dataset_preferences(datasets: list[Dataset]) -> list[dict[str, Any]]:
     ]
 
 
-def add_required(spec: dict[str, Any], exprs: list[Expression]) -> None:
-    """Add `exprs` to every nodeSelectorTerm. Takes ownership of `exprs` (pass fresh ones):
-    the first use stores them as they are, each further term gets its own copies."""
-    if not exprs:
+def add_required(
+    spec: dict[str, Any],
+    exprs: list[Expression],
+    alternatives: list[list[Expression]] | None = None,
+) -> None:
+    """Add `exprs` to every nodeSelectorTerm, and with `alternatives` (ORed lists), make each
+    term one term per alternative. Takes ownership of both (pass fresh ones). A term that
+    already holds an alternative whole (a pod mutated before) is kept as it is, so mutating
+    twice changes nothing."""
+    if not exprs and not alternatives:
         return
     node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
     required = _child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
     if not terms:
-        required["nodeSelectorTerms"] = [{"matchExpressions": exprs}]
-        return
+        terms = [{"matchExpressions": []}]
+    out = []
     owned = True  # no term holds `exprs` yet
     for term in terms:
         existing = term.get("matchExpressions") or []
         have = {_key(e) for e in existing}
         added = [e for e in exprs if _key(e) not in have]
         if added:
-            term["matchExpressions"] = [*existing, *(added if owned else map(clone, added))]
+            existing = [*existing, *(added if owned else map(clone, added))]
             owned = False
+        if not alternatives or any(all(_key(e) in have for e in alt) for alt in alternatives):
+            out.append({**term, "matchExpressions": existing} if added else term)
+            continue
+        for alt in alternatives:
+            extra = [clone(e) for e in alt if _key(e) not in have]
+            out.append({**term, "matchExpressions": [*map(clone, existing), *extra]})
+    required["nodeSelectorTerms"] = out
 
 
 def add_preferred(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:

@@ -24,10 +24,9 @@ ZonesOf = Callable[[str], NodeZones | None]
 
 def free_refusal(plan: PodPlan, zones: NodeZones | None) -> str | None:
     """Why no NUMA node of this node has room for the pod now, or None."""
-    if zones is None or (plan.gpus <= 0 and not plan.guaranteed):
+    if zones is None:
         return None
-    units = [plan.requests] if zones.scope == "pod" else list(plan.containers)
-    verdict = free_fit(zones, units, guaranteed=plan.guaranteed, policy=None)
+    verdict = free_fit(zones, plan.units)
     return None if verdict.fits else f"now: {verdict.reason}"
 
 

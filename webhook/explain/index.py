@@ -201,7 +201,7 @@ class NodeIndex:
         if kind == "policy":
             assert check.requirement is not None
             return self.requirement(check.requirement)
-        if kind == "affinity":
+        if kind in ("affinity", "shape"):
             return _bit_or(self.term(t) for t in check.terms)
         if kind == "selector":
             mask = self.all

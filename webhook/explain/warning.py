@@ -9,7 +9,7 @@ from __future__ import annotations
 from webhook.explain.checks import PodPlan
 from webhook.explain.index import Assessment, Miss
 from webhook.explain.pairs.verdict import PairsVerdict
-from webhook.explain.requests import format_amount
+from webhook.topology.requests import format_amount
 
 __all__ = ["LIMIT", "kubelet_refusal_warning", "no_fit_warning", "pairs_warning"]
 

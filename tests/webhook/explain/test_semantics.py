@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from webhook.explain.requests import pod_requests
 from webhook.explain.selectors import (
     parse_preferred,
     parse_required,
@@ -15,6 +14,7 @@ from webhook.explain.selectors import (
     term_matches,
 )
 from webhook.explain.tolerations import Taint, parse_taints, parse_tolerations, untolerated
+from webhook.topology.requests import pod_requests
 
 LABELS = {"zone": "a", "gpus": "8", "odd": "eight", "big": "99999999999999999999"}
 

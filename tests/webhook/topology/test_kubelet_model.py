@@ -3,6 +3,7 @@ machines (tests/e2e/test_explain_agrees.py checks it there case by case)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,12 @@ from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeView
-from webhook.explain.numa import NumaShape, numa_shape, topology_refusal
 from webhook.explain.verdict import evaluate
 from webhook.explain.warning import kubelet_refusal_warning
 from webhook.policy.loader import load_policy_dir
+from webhook.topology.admission import PodUnits, idle_refusal
+from webhook.topology.requests import Unit
+from webhook.topology.shape import NumaShape, numa_shape
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -43,10 +46,14 @@ def labels(policy: str, scope: str = "pod") -> dict[str, str]:
 
 
 def refusal(shape: NumaShape, policy: str, *units: dict[str, int], memory: int = 1968 * GI,
-            scope: str = "pod", guaranteed: bool = True) -> str | None:  # fmt: skip
-    return topology_refusal(
-        labels(policy, scope), shape, memory, units,
-        guaranteed=guaranteed, gpu_resource="nvidia.com/gpu", rdma_resource="rdma/ib",
+            scope: str = "pod", cpus: int | None = None) -> str | None:  # fmt: skip
+    """The model on an idle node of `shape`; `units` are what the kubelet aligns (a pod that
+    is not Guaranteed has no cpu or memory in them)."""
+    aligned = tuple(Unit(u) for u in units)
+    allocatable = {"memory": memory, "cpu": 1000 * (cpus if cpus is not None else sum(shape.cpus))}
+    return idle_refusal(
+        labels(policy, scope), shape, allocatable, PodUnits(aligned, aligned),
+        gpu_resource="nvidia.com/gpu", rdma_resource="rdma/ib",
     )  # fmt: skip
 
 
@@ -65,12 +72,13 @@ def test_restricted_refuses_gpus_spanning_two_numa_nodes_with_cpus_that_fit_in_o
     master = {"nvidia.com/gpu": 8, "cpu": 96_000, "memory": 1200 * GI, "rdma/ib": 8}
     reason = refusal(h100, "restricted", master)
     assert reason is not None
-    assert "span 2 NUMA nodes but cpu 96 fits in 1" in reason
+    assert "span 2 NUMA nodes but 96 CPUs fit in 1" in reason
     assert "topology-manager-policy restricted, scope pod" in reason
     # 24 CPUs per GPU need both NUMA nodes too: every resource agrees on the same set.
     assert refusal(h100, "restricted", {**master, "cpu": 192_000}) is None
-    # Fractional CPUs get no hint from the CPU manager, so nothing disagrees.
-    assert refusal(h100, "restricted", {**master, "cpu": 96_500}) is None
+    # Fractional CPUs get no hint from the CPU manager (requests.aligned_units leaves them
+    # out), so nothing disagrees.
+    assert refusal(h100, "restricted", {k: v for k, v in master.items() if k != "cpu"}) is None
     assert refusal(h100, "best-effort", master) is None
 
 
@@ -80,12 +88,11 @@ def test_single_numa_node_needs_everything_on_one_numa_node(tmp_path: Path) -> N
     two = {"nvidia.com/gpu": 2, "cpu": 16_000, "memory": 100 * GI}
     assert refusal(a100, "single-numa-node", two, memory=memory) is None
     four = refusal(a100, "single-numa-node", {**two, "nvidia.com/gpu": 4}, memory=memory)
-    assert four is not None and "4 nvidia.com/gpu needs 2 NUMA nodes" in four
+    assert four is not None and "4 GPUs need 2 NUMA nodes" in four
     many_cpus = refusal(a100, "single-numa-node", {**two, "cpu": 40_000}, memory=memory)
-    assert many_cpus is not None and "cpu 40 needs 2 NUMA nodes" in many_cpus
-    # Not Guaranteed: neither the CPU nor the memory manager gives hints.
-    assert refusal(a100, "single-numa-node", {**two, "cpu": 40_000}, memory=memory,
-                   guaranteed=False) is None  # fmt: skip
+    assert many_cpus is not None and "40 CPUs need 2 NUMA nodes" in many_cpus
+    # Not Guaranteed: neither the CPU nor the memory manager gives hints, only the GPUs count.
+    assert refusal(a100, "single-numa-node", {"nvidia.com/gpu": 2}, memory=memory) is None
 
 
 @pytest.mark.parametrize(("scope", "refused"), [("pod", True), ("container", False)])
@@ -126,71 +133,95 @@ def node(name: str, machine: str, policy: str, memory: str, tmp_path: Path) -> N
 def test_the_admission_warning_names_matching_nodes_whose_kubelet_would_refuse(
     tmp_path: Path,
 ) -> None:
-    """The labels count a NUMA node's whole memory (125 GiB on the NPS4 DGX A100); the
-    kubelet has only allocatable to give (990Gi over 8 nodes here): a pod asking 125Gi
-    matches the labels, and the single-numa-node kubelet still refuses it."""
-    policies = load_policy_dir(REPO / "policies")
+    """A pod without a policy gets no kubelet-shape terms: kube-scheduler may bind it where
+    its kubelet must refuse it, and the warning says where."""
     index = NodeIndex(
         [
             node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path),
             node("a100", "dgx-a100", "single-numa-node", "990Gi", tmp_path),
         ]
     )
-
-    def inference(gpus: int, memory: str | None = None) -> dict[str, Any]:
-        limits: dict[str, Any] = {"nvidia.com/gpu": gpus}
-        if memory is not None:
-            limits["memory"] = memory
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p", "labels": {"topoplace.io/policy": "inference"}},
-            "spec": {
-                "containers": [{"name": "c", "image": "vllm", "resources": {"limits": limits}}]
-            },
-        }
-        return mutate(pod, "ml-team", policies).pod
-
-    plan = plan_for(inference(1, "125Gi"), policies.get("inference"))
+    plan = plan_for(pod_with({"nvidia.com/gpu": 1, "cpu": "40", "memory": "8Gi"}), None)
     assert index.fits_somewhere(plan)
     assert index.refusing_kubelets(plan) == ["a100"]
+    plan = replace(plan, policy="inference")
     warning = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
     assert warning is not None and len(warning) <= 256
     assert "the kubelet of 1 matching node (a100) would refuse this pod" in warning
     verdict = evaluate(plan, index.views()[1])
     assert not verdict.fits and verdict.check == "kubelet topology manager"
-    assert "memory 125Gi needs 2 NUMA nodes" in (verdict.reason or "")
-    # 2 × 64Gi is more than any NUMA node has: the labels already keep the pod off the A100.
-    plan = plan_for(inference(2), policies.get("inference"))
-    assert index.refusing_kubelets(plan) == []
-    verdict = evaluate(plan, index.views()[1])
-    assert verdict.reason == "125 GiB memory per NUMA node; pod needs 128"
+    assert "40 CPUs need 2 NUMA nodes" in (verdict.reason or "")
+
+
+def pod_with(limits: dict[str, Any], policy: str | None = None) -> dict[str, Any]:
+    labels = {"topoplace.io/policy": policy} if policy else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
+    }
+
+
+ISSUE_POLICY = """\
+apiVersion: topoplace.io/v1alpha1
+kind: PlacementPolicy
+metadata: {name: aligned}
+spec:
+  placement: {topologyManagerPolicies: [single-numa-node, restricted]}
+  resources: {guaranteed: true, cpuPerGpu: 12, memoryPerGpu: 96Gi,
+              rdma: {resource: rdma/ib, perGpu: 1}}
+"""
+
+
+@pytest.mark.parametrize(("gpus", "fits"), [(4, True), (8, False)])
+def test_node_affinity_leaves_out_the_kubelets_that_must_refuse(
+    gpus: int, fits: bool, tmp_path: Path
+) -> None:
+    """The issue's policy: 8 GPUs with 96 CPUs under `restricted` on a DGX H100 (GPUs need 2
+    NUMA nodes, CPUs 1) is refused by every such kubelet; the mutated pod's required node
+    affinity leaves those shapes out, so it waits Pending instead, and explain says why."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "aligned.yaml").write_text(ISSUE_POLICY)
+    policies = load_policy_dir(tmp_path / "p")
+    h100 = node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path)
+    mutated = mutate(pod_with({"nvidia.com/gpu": gpus}, "aligned"), "ml", policies).pod
+    terms = mutated["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert len(terms) > 1  # ORed kubelet shapes
+    plan = plan_for(mutated, policies.get("aligned"))
+    verdict = evaluate(plan, h100)
+    assert verdict.fits is fits
+    index = NodeIndex([h100])
+    assert index.fits_somewhere(plan) is fits and index.refusing_kubelets(plan) == []
+    if not fits:
+        assert verdict.check == "kubelet shape"
+        assert "left out by the policy's node affinity: its kubelet would refuse it" in (
+            verdict.reason or ""
+        )
+        assert "span 2 NUMA nodes but 96 CPUs fit in 1" in (verdict.reason or "")
+    # Mutating the mutated pod again changes nothing.
+    assert mutate(mutated, "ml", policies).patch == []
 
 
 def test_the_index_agrees_node_by_node_when_alike_nodes_are_judged_together(
     tmp_path: Path,
 ) -> None:
     """The node cache judges the kubelet's admission once per group of alike nodes (same
-    machine, kubelet config and allocatable memory); every node's verdict stays its own."""
+    machine, kubelet config and allocatable); every node's verdict stays its own."""
     views = [
         node("a100-a", "dgx-a100", "single-numa-node", "990Gi", tmp_path),
         node("a100-b", "dgx-a100", "single-numa-node", "990Gi", tmp_path),
-        node("a100-big", "dgx-a100", "single-numa-node", "1990Gi", tmp_path),
+        node("a100-calm", "dgx-a100", "best-effort", "990Gi", tmp_path),
         node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path),
     ]
     index = NodeIndex(views)
-    limits = {"nvidia.com/gpu": 1, "cpu": "8", "memory": "125Gi"}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]},
-    }
-    plan = plan_for(pod, None)
+    plan = plan_for(pod_with({"nvidia.com/gpu": 1, "cpu": "40", "memory": "8Gi"}), None)
     refused = sorted(v.name for v in views if not evaluate(plan, v).fits)
-    assert refused == ["a100-a", "a100-b"]  # 125Gi fits a NUMA node only with 1990Gi
+    assert refused == ["a100-a", "a100-b"]  # 40 CPUs need 2 of the A100's NUMA nodes
     assert index.refusing_kubelets(plan) == refused
     assert index.assess(plan).fitting == 2
-    index.remove("a100-big")
+    index.remove("a100-calm")
     index.remove("h100")
     assert not index.fits_somewhere(plan)
