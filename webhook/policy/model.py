@@ -70,8 +70,8 @@ class Metadata(_Model):
 
     name: NonEmptyLabelValue
     """Policy name: a valid label value (pods select it by label)."""
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default={})
+    annotations: dict[str, str] = Field(default={})
 
 
 class Placement(_Model):
@@ -87,7 +87,7 @@ class Placement(_Model):
         Annotated[list[Literal[TOPOLOGY_MANAGER_POLICIES]], Field(min_length=1)] | None  # type: ignore[valid-type]
     ) = None
     """Acceptable kubelet topologyManagerPolicy values."""
-    required_labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    required_labels: dict[LabelKey, LabelValue] = Field(default={})
     """Extra node label = value requirements."""
     numa_aware_scheduler: SchedulerName | None = None
     """Scheduler the pod's spec.schedulerName names, one that knows each NUMA node's free
@@ -157,9 +157,9 @@ class PolicySpec(_Model):
     """Worker container names; default: containers with a GPU limit."""
     placement: Placement = Placement()
     resources: Resources = Resources()
-    datasets: list[Dataset] = Field(default_factory=list)
+    datasets: list[Dataset] = Field(default=[])
     launcher: Launcher = Launcher()
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(default={})
     """Environment added to workers; never overrides a variable the container sets."""
     dra: Dra | None = None
     """Allocate GPUs (and paired NICs) through DRA ResourceClaimTemplates."""

@@ -225,3 +225,24 @@ def test_the_index_agrees_node_by_node_when_alike_nodes_are_judged_together(
     index.remove("a100-calm")
     index.remove("h100")
     assert not index.fits_somewhere(plan)
+
+
+def test_whole_numa_nodes_of_cpus_and_memory_get_the_full_node_pod_admitted(
+    tmp_path: Path,
+) -> None:
+    """`resources.wholeNumaNodes`: 8 GPUs get two NUMA nodes' worth of CPUs and memory, so
+    under `restricted` every resource needs the same two NUMA nodes and the DGX H100 admits
+    it; the mutation does not depend on the node."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "full.yaml").write_text(
+        ISSUE_POLICY.replace("cpuPerGpu: 12, memoryPerGpu: 96Gi,",
+                             "wholeNumaNodes: {gpus: 4, cpu: 100, memory: 900Gi},")  # fmt: skip
+    )
+    policies = load_policy_dir(tmp_path / "p")
+    h100 = node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path)
+    for gpus, cpu, memory in ((8, "200", "1800Gi"), (4, "100", "900Gi"), (2, "100", "900Gi")):
+        mutated = mutate(pod_with({"nvidia.com/gpu": gpus}, "aligned"), "ml", policies).pod
+        limits = mutated["spec"]["containers"][0]["resources"]["limits"]
+        assert (limits["cpu"], limits["memory"]) == (cpu, memory)
+        verdict = evaluate(plan_for(mutated, policies.get("aligned")), h100)
+        assert verdict.fits, verdict.reason
