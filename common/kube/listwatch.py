@@ -161,16 +161,18 @@ class ListWatch:
     def _relisting(self, exc: _Relist) -> float | None:
         fresh, self._fresh = self._fresh, False
         self.resource_version = ""
-        if exc.expired:
+        if exc.expired and not fresh:  # routine: the watch fell behind a compaction
             self._log.info("%s: watch expired (410); listing again", self._what)
-            if not fresh:  # routine: the watch was behind the compaction
-                if self._healthy:
-                    self._backoff.reset()
-                return None
+            if self._healthy:
+                self._backoff.reset()
+            return None
+        # Expired straight after a list, or the state may have a gap: list, but not in a spin.
         delay = self._next_delay()
-        self._log.warning(
-            "%s: state may have a gap; listing again",
+        self._log.log(
+            logging.INFO if exc.expired else logging.WARNING,
+            "%s: %s; listing again",
             self._what,
+            "watch expired (410) right after a list" if exc.expired else "state may have a gap",
             extra={"error": str(exc), "retry_in_s": round(delay, 2)},
         )
         return delay
