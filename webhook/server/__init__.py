@@ -4,7 +4,7 @@
 with the engine, `app` is the aiohttp application (access log, health, drain on SIGTERM),
 `tls` serves and reloads the key pair, `reload` swaps the policy set when its files change,
 `metrics` is the Prometheus registry, `node_cache` lists and watches nodes for the no-fit
-warning (through `webhook.kube_read`, which `explain --kubeconfig` shares). With
+warning and `template_cache` the DRA templates (both on `common.kube.listwatch`). With
 `--numa-scheduling` the app also mounts `webhook.scheduler`'s extender routes and warnings.
 
 Imports: `scheduler`, `explain`, `engine`, `policy`, the webhook wire formats and `common`;
