@@ -17,8 +17,9 @@ from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeView
 from webhook.explain.numa import NumaShape, numa_shape, topology_refusal
 from webhook.explain.verdict import evaluate
-from webhook.explain.warning import kubelet_refusal_warning
 from webhook.policy.loader import load_policy_dir
+from webhook.warnings.fit import fit
+from webhook.warnings.hardware import kubelet_refusal_warning
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -154,8 +155,8 @@ def test_the_admission_warning_names_matching_nodes_whose_kubelet_would_refuse(
     plan = plan_for(inference(1, "125Gi"), policies.get("inference"))
     assert index.fits_somewhere(plan)
     assert index.refusing_kubelets(plan) == ["a100"]
-    warning = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
-    assert warning is not None and len(warning) <= 256
+    parts = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
+    assert parts is not None and len(warning := fit(parts)) <= 256
     assert "the kubelet of 1 matching node (a100) would refuse this pod" in warning
     verdict = evaluate(plan, index.views()[1])
     assert not verdict.fits and verdict.check == "kubelet topology manager"

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from tests.webhook.server.conftest import REFERENCE_REVIEW, admission_review, gpu_pod
-from webhook.server.response import build_response, format_warning
+from webhook.server.response import build_response
 from webhook.server.review import MalformedReview, parse_review
+from webhook.warnings.fit import fit_text
 
 
 def _body(doc: Any) -> bytes:
@@ -113,8 +114,8 @@ def test_warnings_are_prefixed_single_line_and_short() -> None:
 
 def test_warning_of_exactly_the_limit_is_kept_whole() -> None:
     text = "x" * (256 - len("topoplace: "))
-    assert format_warning(text) == "topoplace: " + text
-    assert len(format_warning(text + "y")) == 256
+    assert fit_text(text) == "topoplace: " + text
+    assert len(fit_text(text + "y")) == 256
 
 
 def test_error_messages_do_not_echo_huge_values() -> None:
