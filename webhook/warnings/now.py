@@ -43,13 +43,14 @@ def free_warning(plan: PodPlan, found: NoRoom | None) -> Parts | None:
     if found is None or plan.policy is None:
         return None
     many = found.nodes != 1
+    # The node's name is the item: a long one is cut, or `…` stands for it; the reason stays.
     return Parts(
         head=f"placement policy {plan.policy}: {'none of the' if many else 'the'} "
         f"{found.nodes} matching node{'s' if many else ''} {'has' if many else 'has no'} "
-        "room on one NUMA node now",
-        items=(f"{found.node}: {found.reason}",),
-        bracketed=True,
-        after="; the pod waits for a NUMA node to free, or its kubelet refuses it",
+        "room on one NUMA node now (",
+        items=(found.node,),
+        after=f": {found.reason}); the pod waits for a NUMA node to free, or its kubelet "
+        "refuses it",
     )
 
 
