@@ -112,6 +112,12 @@ def test_warnings_are_prefixed_single_line_and_short() -> None:
     assert " memor…" not in cut  # cut at a word boundary
 
 
+def test_fitted_lines_follow_the_engine_warnings_and_are_not_cut_again() -> None:
+    line = "topoplace: " + "x" * 212 + "; run `kubectl topoplace explain`"  # 256 characters
+    out = build_response("u-5", warnings=["rounded up"], fitted=[line])["response"]
+    assert out["warnings"] == ["topoplace: rounded up", line]
+
+
 def test_warning_of_exactly_the_limit_is_kept_whole() -> None:
     text = "x" * (256 - len("topoplace: "))
     assert fit_text(text) == "topoplace: " + text
