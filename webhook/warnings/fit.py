@@ -39,7 +39,7 @@ class Parts:
     tail: str = ""
 
     def text(self) -> str:
-        """The whole warning, unfitted and without the prefix (what offline commands print)."""
+        """The whole warning, unfitted, without the prefix."""
         body = _body(list(self.items), self.more, self.bracketed)
         return self.head + body + self.after + self.tail
 
