@@ -19,15 +19,13 @@ from common.backoff import Backoff, Sleep
 from common.kube.listwatch import WATCH_SECONDS, ListWatch, Snapshot
 from webhook import jsonio
 from webhook.explain.checks import plan_for
-from webhook.explain.free import free_warning
 from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeError, NodeView
-from webhook.explain.pairs.verdict import pairs_verdict
-from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning, pairs_warning
 from webhook.policy.model import PlacementPolicy
-from webhook.policy.notes import asks_pairs
 from webhook.topology.zones import NodeZones
 from webhook.vocabulary import APPLIED_ANNOTATION
+from webhook.warnings.facts import IndexFacts
+from webhook.warnings.placement import node_warnings
 
 __all__ = ["WATCH_SECONDS", "NodeCache", "Zones"]
 
@@ -87,8 +85,9 @@ class NodeCache:
         return (self.ready, index, index.generation)
 
     def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[str]:
-        """The fit warnings for a mutated pod: none when it fits somewhere with the pairs it
-        asks for, the cache is cold or no policy applied."""
+        """The node warnings for a mutated pod, fitted (webhook/warnings decides which): none
+        when it fits somewhere with the pairs it asks for, the cache is cold or no policy
+        applied."""
         if not self.ready or policy is None:
             return []
         index = self.index
@@ -98,24 +97,9 @@ class NodeCache:
         known = self._answers.get(key)
         if known is not None and known[0] is index and known[1] == generation:
             return list(known[2])  # the pods of one Job are alike: judged once per node change
-        plan = plan_for(pod, policy)
-        found: list[str | None] = []
-        if len(index):
-            fits, refusing = index.fit(plan)
-            if not fits:
-                found.append(no_fit_warning(plan, index.assess(plan), len(index)))
-            else:
-                found.append(kubelet_refusal_warning(plan, refusing))
-                if zones is not None and plan.gpus > 0:
-                    found.append(free_warning(plan, index.admitted_names(plan), zones.get))
-                if asks_pairs(policy):
-                    groups = [
-                        (verdict, count, names)
-                        for view, count, names in index.pair_groups(plan)
-                        if (verdict := pairs_verdict(policy, plan, view.labels, view.pairing))
-                    ]
-                    found.append(pairs_warning(plan, groups))
-        warnings = tuple(w for w in found if w is not None)
+        zones_of = zones.get if zones is not None else None
+        facts = IndexFacts(index, plan_for(pod, policy), policy, zones_of)
+        warnings = tuple(node_warnings(facts))
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()
         self._answers[key] = (index, generation, warnings)

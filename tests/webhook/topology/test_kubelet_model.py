@@ -17,11 +17,12 @@ from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
 from webhook.explain.nodes import NodeView
 from webhook.explain.verdict import evaluate
-from webhook.explain.warning import kubelet_refusal_warning
 from webhook.policy.loader import load_policy_dir
 from webhook.topology.admission import PodUnits, idle_refusal
 from webhook.topology.requests import Unit
 from webhook.topology.shape import NumaShape, numa_shape
+from webhook.warnings.fit import fit
+from webhook.warnings.hardware import kubelet_refusal_warning
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -145,8 +146,8 @@ def test_the_admission_warning_names_matching_nodes_whose_kubelet_would_refuse(
     assert index.fits_somewhere(plan)
     assert index.refusing_kubelets(plan) == ["a100"]
     plan = replace(plan, policy="inference")
-    warning = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
-    assert warning is not None and len(warning) <= 256
+    parts = kubelet_refusal_warning(plan, index.refusing_kubelets(plan))
+    assert parts is not None and len(warning := fit(parts)) <= 256
     assert "the kubelet of 1 matching node (a100) would refuse this pod" in warning
     verdict = evaluate(plan, index.views()[1])
     assert not verdict.fits and verdict.check == "kubelet topology manager"
@@ -235,8 +236,10 @@ def test_whole_numa_nodes_of_cpus_and_memory_get_the_full_node_pod_admitted(
     it; the mutation does not depend on the node."""
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "full.yaml").write_text(
-        ISSUE_POLICY.replace("cpuPerGpu: 12, memoryPerGpu: 96Gi,",
-                             "wholeNumaNodes: {gpus: 4, cpu: 100, memory: 900Gi},")  # fmt: skip
+        ISSUE_POLICY.replace(
+            "cpuPerGpu: 12, memoryPerGpu: 96Gi,",
+            "wholeNumaNodes: {gpus: 4, cpu: 100, memory: 900Gi},",
+        )
     )
     policies = load_policy_dir(tmp_path / "p")
     h100 = node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path)
