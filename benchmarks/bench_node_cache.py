@@ -30,11 +30,11 @@ from benchmarks.timing import time_calls
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
 from webhook.engine.mutation import EngineSettings
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.policy.loader import load_policy_dir
 from webhook.server.admission import PolicyAdmitter
 from webhook.server.node_cache import NodeCache
 from webhook.server.review import parse_review
+from webhook.topology.filters.nodes import NodeView
 from webhook.topology.zones import NodeZones, zones_from_object
 
 __all__ = ["NODES", "fleet_objects", "run_node_cache_bench"]

@@ -14,10 +14,10 @@ from tests.docs.markdown import REPO, Block, fenced_blocks, missing_lines, run_c
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import node_views
 from webhook.explain.render import to_json
 from webhook.explain.verdict import applied_policy, explain_pod
 from webhook.policy.loader import load_policy_dir
+from webhook.topology.filters.nodes import node_views
 from webhook.warnings.fit import fit
 from webhook.warnings.hardware import no_fit_warning
 from webhook.workloads.templates import pod_templates

@@ -16,7 +16,9 @@ from typing import Any, Literal, NamedTuple
 
 from common.vocabulary import LABEL_PREFIX, Label
 from webhook.engine.affinity import kubelet_terms, numa_request, required_expressions
-from webhook.explain.selectors import (
+from webhook.policy.model import PlacementPolicy
+from webhook.topology.admission import PodUnits, pod_units
+from webhook.topology.filters.selectors import (
     PreferredTerm,
     Requirement,
     Term,
@@ -25,9 +27,7 @@ from webhook.explain.selectors import (
     parse_required,
     parse_requirement,
 )
-from webhook.explain.tolerations import Toleration, parse_tolerations
-from webhook.policy.model import PlacementPolicy
-from webhook.topology.admission import PodUnits, pod_units
+from webhook.topology.filters.tolerations import Toleration, parse_tolerations
 from webhook.topology.requests import NATIVE, Amounts, guaranteed, pod_gpus, pod_requests
 
 __all__ = ["SHAPE_CHECK", "Check", "Kind", "PodPlan", "plan_for"]

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from webhook.explain.checks import Check, PodPlan
 from webhook.explain.kubelet import topology_failure, topology_key
-from webhook.explain.nodes import NodeView
-from webhook.explain.pairs.verdict import pairs_key
+from webhook.explain.pairs import pairs_key
 from webhook.explain.reasons import has_agent_labels
-from webhook.explain.selectors import Requirement, Term, parse_int64
-from webhook.explain.tolerations import UNSCHEDULABLE_TAINT, Taint, Toleration, tolerates
+from webhook.topology.filters.nodes import NodeView
+from webhook.topology.filters.selectors import Requirement, Term, parse_int64
+from webhook.topology.filters.tolerations import UNSCHEDULABLE_TAINT, Taint, Toleration, tolerates
 
 __all__ = ["Assessment", "Miss", "NodeIndex"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from common.vocabulary import Label
 from webhook.explain.checks import Check, PodPlan
-from webhook.explain.nodes import NodeView
 from webhook.topology.admission import idle_refusal
+from webhook.topology.filters.nodes import NodeView
 from webhook.topology.kubelet import config_from_labels
 
 __all__ = ["kubelet_note", "topology_failure", "topology_key"]

@@ -16,19 +16,19 @@ from webhook.engine.recipe import mutate
 from webhook.explain.checks import Check, PodPlan, plan_for
 from webhook.explain.free import NUMA_FREE_CHECK, ZonesOf, free_refusal
 from webhook.explain.kubelet import kubelet_note, topology_failure
-from webhook.explain.nodes import NodeView
-from webhook.explain.pairs.verdict import PairsVerdict, pairs_verdict
+from webhook.explain.pairs import PairsVerdict, pairs_verdict
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
-from webhook.explain.selectors import first_failing, term_matches
-from webhook.explain.tolerations import (
+from webhook.policy.loader import PolicySet
+from webhook.policy.model import PlacementPolicy
+from webhook.topology.filters.nodes import NodeView
+from webhook.topology.filters.selectors import first_failing, term_matches
+from webhook.topology.filters.tolerations import (
     NOT_READY_TAINTS,
     UNSCHEDULABLE_TAINT,
     Taint,
     tolerates,
     untolerated,
 )
-from webhook.policy.loader import PolicySet
-from webhook.policy.model import PlacementPolicy
 from webhook.topology.requests import Amounts, format_amount
 from webhook.vocabulary import APPLIED_ANNOTATION
 

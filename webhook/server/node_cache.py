@@ -4,7 +4,7 @@ node fits, kubelets that would refuse the pod, GPU↔NIC pairs not guaranteed.
 List then watch, resume, relist on 410 Gone and back off as common/kube/listwatch.py does;
 a node the cache cannot read relists after a backoff. Admission never waits for it:
 `check` answers from what is there and says nothing until the first list is in.
-Only a NodeView per node is kept (webhook/explain/nodes.py), never whole Node objects.
+Only a NodeView per node is kept (webhook/topology/filters/nodes.py), never whole Node objects.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from common.kube.listwatch import WATCH_SECONDS, ListWatch, Snapshot
 from webhook import jsonio
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeError, NodeView
 from webhook.policy.model import PlacementPolicy
+from webhook.topology.filters.nodes import NodeError, NodeView
 from webhook.topology.zones import NodeZones
 from webhook.vocabulary import APPLIED_ANNOTATION
 from webhook.warnings.facts import IndexFacts

@@ -10,7 +10,7 @@ from typing import Protocol
 from webhook.explain.checks import PodPlan
 from webhook.explain.free import ZonesOf
 from webhook.explain.index import Assessment, NodeIndex
-from webhook.explain.pairs.verdict import pairs_verdict
+from webhook.explain.pairs import pairs_verdict
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.hardware import PairsGroup
 from webhook.warnings.now import NoRoom, no_room

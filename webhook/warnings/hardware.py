@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from webhook.explain.checks import PodPlan
 from webhook.explain.index import Assessment, Miss
-from webhook.explain.pairs.verdict import PairsVerdict
+from webhook.explain.pairs import PairsVerdict
 from webhook.topology.requests import format_amount
 from webhook.warnings.fit import EXPLAIN, MORE, Parts
 

@@ -13,9 +13,9 @@ from tests.webhook.explain.conftest import POLICIES
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.explain.verdict import applied_policy, evaluate
 from webhook.policy.loader import load_policy_dir
+from webhook.topology.filters.nodes import NodeView
 
 POLICY_SET = load_policy_dir(POLICIES)
 

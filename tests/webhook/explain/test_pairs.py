@@ -16,11 +16,11 @@ from tests.webhook.explain.pair_nodes import COMPUTE, STORAGE, dgx_h100
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.explain.render import to_json, to_table
 from webhook.explain.verdict import Explanation, explain_pod
 from webhook.policy.loader import PolicySet, load_policy_dir
 from webhook.server.node_cache import NodeCache
+from webhook.topology.filters.nodes import NodeView
 from webhook.warnings.fit import LIMIT
 
 MIXED = {"rdma/ib": COMPUTE + STORAGE}  # one resource of every RDMA function, as e2e's plugin

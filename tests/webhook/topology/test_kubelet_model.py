@@ -15,10 +15,10 @@ from tests.agent.discovery import machines
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.explain.verdict import evaluate
 from webhook.policy.loader import load_policy_dir
 from webhook.topology.admission import PodUnits, idle_refusal
+from webhook.topology.filters.nodes import NodeView
 from webhook.topology.requests import Unit
 from webhook.topology.shape import NumaShape, numa_shape
 from webhook.warnings.fit import fit

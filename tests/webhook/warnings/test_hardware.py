@@ -12,8 +12,8 @@ from tests.webhook.explain.test_index import POLICY_SET, gpu_pod
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.policy.loader import load_policy_dir
+from webhook.topology.filters.nodes import NodeView
 from webhook.warnings.fit import EXPLAIN, LIMIT, fit
 from webhook.warnings.hardware import no_fit_warning
 

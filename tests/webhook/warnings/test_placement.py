@@ -13,7 +13,7 @@ from tests.webhook.server.test_numa_scheduling import NUMA_POLICY
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import PodPlan, plan_for
 from webhook.explain.index import Assessment, Miss
-from webhook.explain.pairs.verdict import PairsVerdict
+from webhook.explain.pairs import PairsVerdict
 from webhook.policy.loader import load_policy_dir
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.hardware import PairsGroup

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from common.vocabulary import Label
 from webhook.explain.checks import PodPlan
-from webhook.explain.pairs.facts import Pairing, ResourceNics
 from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, PlacementPolicy
 from webhook.policy.notes import asks_pairs
 from webhook.topology.merge import min_nodes
+from webhook.topology.pairing import Pairing, ResourceNics
 
 __all__ = ["OPTION", "PairsVerdict", "pairs_key", "pairs_verdict"]
 
