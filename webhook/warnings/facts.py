@@ -9,7 +9,8 @@ from typing import Protocol
 
 from webhook.explain.checks import PodPlan
 from webhook.explain.free import ZonesOf
-from webhook.explain.index import Assessment, NodeIndex
+from webhook.explain.index import NodeIndex
+from webhook.explain.masks import Assessment
 from webhook.explain.pairs import pairs_verdict
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.hardware import PairsGroup

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from webhook.explain.checks import PodPlan
-from webhook.explain.index import Assessment, Miss
+from webhook.explain.masks import Assessment, Miss
 from webhook.explain.pairs import PairsVerdict
 from webhook.topology.requests import format_amount
 from webhook.warnings.fit import EXPLAIN, MORE, Parts

@@ -12,7 +12,7 @@ from tests.webhook.explain.test_index import POLICY_SET, gpu_pod
 from tests.webhook.server.test_numa_scheduling import NUMA_POLICY
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import PodPlan, plan_for
-from webhook.explain.index import Assessment, Miss
+from webhook.explain.masks import Assessment, Miss
 from webhook.explain.pairs import PairsVerdict
 from webhook.policy.loader import load_policy_dir
 from webhook.policy.model import PlacementPolicy
