@@ -126,9 +126,11 @@ def run_node_cache_bench(*, calls: int = 1000, rounds: int = 7) -> dict[str, lis
     on = PolicyAdmitter(lambda: policies, settings, fit_check=cache.check)
     nrt = PolicyAdmitter(lambda: policies, settings, fit_check=with_nrt.check)
     rows: list[dict[str, Any]] = []
+    # 4 GPUs: the bench policy's 8-GPU pod (96 CPUs) is one no restricted DGX H100 kubelet
+    # admits, so its node affinity leaves every node out (webhook/topology/shapes.py).
     cases = (
-        ("a Job's pods (alike)", 8, False),
-        ("every pod different", 8, True),
+        ("a Job's pods (alike)", 4, False),
+        ("every pod different", 4, True),
         ("fits no node", 16, False),
         ("fits no node, every pod different", 16, True),
     )

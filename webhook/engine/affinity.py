@@ -9,18 +9,20 @@ the node shapes whose kubelet admits it come as ORed alternatives
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook.engine.patch import clone
 from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, Dataset, Placement
 from webhook.topology.admission import PodUnits
-from webhook.topology.shapes import admitting_terms
+from webhook.topology.shapes import SHAPE_LABELS, admitting_terms
 
 __all__ = [
     "NumaRequest",
     "add_preferred",
     "add_required",
+    "aligning_listed",
     "dataset_preferences",
     "kubelet_terms",
     "numa_request",
@@ -46,13 +48,17 @@ def numa_request(units: PodUnits) -> NumaRequest:
 
 def kubelet_terms(
     placement: Placement, units: PodUnits, gpu_resource: str
-) -> list[list[Expression]] | None:
+) -> Sequence[Sequence[Expression]] | None:
     """The ORed node shapes whose kubelet admits the pod, when the policy lets it meet
     aligning kubelets; None otherwise (nothing to add)."""
-    listed = placement.topology_manager_policies or []
-    if not any(p in REFUSING_TOPOLOGY_POLICIES for p in listed):
-        return None
-    return admitting_terms(units.pod, units.container, listed, gpu_resource)
+    listed = aligning_listed(placement)
+    return admitting_terms(units.pod, units.container, listed, gpu_resource) if listed else None
+
+
+def aligning_listed(placement: Placement) -> tuple[str, ...]:
+    """The policy's topologyManagerPolicies when they name one that aligns, else ()."""
+    listed = tuple(placement.topology_manager_policies or ())
+    return listed if any(p in REFUSING_TOPOLOGY_POLICIES for p in listed) else ()
 
 
 def required_expressions(
@@ -125,12 +131,16 @@ def dataset_preferences(datasets: list[Dataset]) -> list[dict[str, Any]]:
 def add_required(
     spec: dict[str, Any],
     exprs: list[Expression],
-    alternatives: list[list[Expression]] | None = None,
+    alternatives: Sequence[Sequence[Expression]] | None = None,
 ) -> None:
     """Add `exprs` to every nodeSelectorTerm, and with `alternatives` (ORed lists), make each
-    term one term per alternative. Takes ownership of both (pass fresh ones). A term that
-    already holds an alternative whole (a pod mutated before) is kept as it is, so mutating
-    twice changes nothing."""
+    term one term per alternative. Takes ownership of `exprs` (pass fresh ones).
+
+    With alternatives, what a term holds on the kubelet-shape labels (SHAPE_LABELS) beyond
+    `exprs` is the webhook's own from an earlier admission (the pod's resources may have
+    changed since: a sidecar injected after us): it is taken out, the terms alike without it
+    become one, and each gets the alternatives anew. So mutating twice changes nothing, and a
+    reinvocation replaces the shapes rather than adding to them."""
     if not exprs and not alternatives:
         return
     node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
@@ -138,6 +148,8 @@ def add_required(
     terms = required.get("nodeSelectorTerms")
     if not terms:
         terms = [{"matchExpressions": []}]
+    if alternatives:
+        terms = _cores(terms, {_key(e) for e in exprs})
     out = []
     owned = True  # no term holds `exprs` yet
     for term in terms:
@@ -146,14 +158,47 @@ def add_required(
         added = [e for e in exprs if _key(e) not in have]
         if added:
             existing = [*existing, *(added if owned else map(clone, added))]
+            have.update(map(_key, added))
             owned = False
-        if not alternatives or any(all(_key(e) in have for e in alt) for alt in alternatives):
+        if not alternatives:
             out.append({**term, "matchExpressions": existing} if added else term)
             continue
-        for alt in alternatives:
-            extra = [clone(e) for e in alt if _key(e) not in have]
-            out.append({**term, "matchExpressions": [*map(clone, existing), *extra]})
+        for alt, keys in zip(alternatives, _keys_of(alternatives), strict=True):
+            extra = alt if keys.isdisjoint(have) else [e for e in alt if _key(e) not in have]
+            out.append({**term, "matchExpressions": [*existing, *map(clone, extra)]})
     required["nodeSelectorTerms"] = out
+
+
+def _cores(terms: list[Any], ours: set[Any]) -> list[Any]:
+    """Each term without the kubelet-shape expressions an earlier admission added, alike
+    terms once, in order."""
+    seen: set[Any] = set()
+    out = []
+    for term in terms:
+        exprs = term.get("matchExpressions") or []
+        kept = [e for e in exprs if e.get("key") not in SHAPE_LABELS or _key(e) in ours]
+        core = {**term, "matchExpressions": kept} if len(kept) != len(exprs) else term
+        mark = (tuple(map(_key, kept)), repr(core.get("matchFields")))
+        if mark not in seen:
+            seen.add(mark)
+            out.append(core)
+    return out
+
+
+# The keys of shared alternatives (webhook/topology/shapes.py hands every pod of a shape the
+# same object), by identity; the object is held so its id cannot be reused.
+_ALTERNATIVE_KEYS: dict[int, tuple[object, tuple[frozenset[Any], ...]]] = {}
+
+
+def _keys_of(alternatives: Sequence[Sequence[Expression]]) -> tuple[frozenset[Any], ...]:
+    held = _ALTERNATIVE_KEYS.get(id(alternatives))
+    if held is not None and held[0] is alternatives:
+        return held[1]
+    keys = tuple(frozenset(map(_key, alt)) for alt in alternatives)
+    if len(_ALTERNATIVE_KEYS) >= 1024:
+        _ALTERNATIVE_KEYS.clear()
+    _ALTERNATIVE_KEYS[id(alternatives)] = (alternatives, keys)
+    return keys
 
 
 def add_preferred(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from webhook.engine.affinity import (
     add_preferred,
     add_required,
+    aligning_listed,
     dataset_preferences,
     kubelet_terms,
     numa_request,
@@ -32,7 +33,7 @@ from webhook.engine.resources import ResourcePlan, apply_resources
 from webhook.engine.scheduler import set_scheduler
 from webhook.engine.workers import select_workers
 from webhook.policy.loader import PolicySet
-from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, PlacementPolicy
+from webhook.policy.model import PlacementPolicy
 from webhook.policy.quantity import parse_quantity
 from webhook.topology.admission import pod_units
 from webhook.topology.requests import all_containers, pod_gpus
@@ -41,7 +42,6 @@ from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LAB
 __all__ = ["mutate"]
 
 _DEFAULT_SETTINGS = EngineSettings()
-REFUSING = frozenset(REFUSING_TOPOLOGY_POLICIES)
 
 
 def mutate(
@@ -152,7 +152,7 @@ def _apply(
     # What the kubelet aligns, from the resources just set: singleNumaNode's one NUMA node,
     # and the node shapes whose kubelet admits the pod.
     placement = rules.placement
-    aligning = bool(REFUSING.intersection(placement.topology_manager_policies or ()))
+    aligning = bool(aligning_listed(placement))
     units = pod_units(spec) if placement.single_numa_node or aligning else None
     numa = numa_request(units) if units is not None and placement.single_numa_node else None
     shapes = kubelet_terms(placement, units, rules.gpu_resource) if units is not None else None

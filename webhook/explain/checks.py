@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from common.vocabulary import LABEL_PREFIX, Label
-from webhook.engine.affinity import kubelet_terms, numa_request, required_expressions
+from webhook.engine.affinity import aligning_listed, numa_request, required_expressions
 from webhook.policy.model import PlacementPolicy
 from webhook.topology.admission import PodUnits, pod_units
 from webhook.topology.filters.selectors import (
@@ -29,6 +29,7 @@ from webhook.topology.filters.selectors import (
 )
 from webhook.topology.filters.tolerations import Toleration, parse_tolerations
 from webhook.topology.requests import NATIVE, Amounts, guaranteed, pod_gpus, pod_requests
+from webhook.topology.shapes import parsed_terms
 
 __all__ = ["SHAPE_CHECK", "Check", "Kind", "PodPlan", "plan_for"]
 
@@ -97,11 +98,11 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
         placement = policy.spec.placement
         # As webhook/engine/recipe.py asks it, so the two cannot disagree.
         numa = numa_request(units) if placement.single_numa_node else None
-        shapes = kubelet_terms(placement, units, gpu_resource)
+        listed = aligning_listed(placement)
         # The policy words checked on their own too (the kubelet-shape terms imply them):
         # "topology-manager-policy single-numa-node; policy needs restricted" says more.
         ours = required_expressions(placement, gpus=gpus, warnings=[], numa=numa)
-        if ours or shapes:
+        if ours or listed:
             checks.append(Check("agent", "topoplace labels"))
         needs = {
             Label.MAX_CPUS_PER_NUMA_NODE: numa.cpus if numa else 0,
@@ -111,9 +112,10 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
             req = parse_requirement(expr)
             need = needs.get(req.key, gpus)
             checks.append(Check("policy", short_key(req.key), requirement=req, need=need))
-        if shapes is not None:
-            parsed = tuple(Term(tuple(map(parse_requirement, t)), ()) for t in shapes)
-            checks.append(Check("shape", SHAPE_CHECK, terms=parsed))
+        if listed:
+            # The same terms the engine wrote (kubelet_terms), parsed once per pod shape.
+            terms = parsed_terms(units.pod, units.container, listed, gpu_resource)
+            checks.append(Check("shape", SHAPE_CHECK, terms=terms))
     terms = parse_required(spec)
     if terms is not None:
         checks.append(Check("affinity", "node affinity", terms=terms))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.topology.kubelet import KubeletConfig, config_from_labels, config_from_zones
 from webhook.topology.merge import Admission, admit
@@ -27,8 +28,41 @@ class PodUnits:
         return self.pod if scope == "pod" else self.container
 
 
-def pod_units(spec: Mapping[str, object]) -> PodUnits:
-    return PodUnits(aligned_units(spec, "pod"), aligned_units(spec, "container"))
+def pod_units(spec: Mapping[str, Any]) -> PodUnits:
+    """The pod's aligned units. Pods of one policy and size repeat the same resources (the
+    engine wrote them), so the answer is kept per resources, read without parsing."""
+    try:
+        key = _resources_key(spec)
+        hash(key)
+    except (TypeError, AttributeError):
+        return PodUnits(*aligned_units(spec))  # odd shapes: computed, not kept
+    return _units_of(key, spec)
+
+
+def _resources_key(spec: Mapping[str, Any]) -> tuple[object, ...]:
+    out: list[object] = [_frozen(spec.get("resources"))]
+    for field in ("initContainers", "containers"):
+        for c in spec.get(field) or ():
+            resources = c.get("resources") or {}
+            out.append((field, c.get("restartPolicy"), _frozen(resources.get("limits")),
+                        _frozen(resources.get("requests"))))  # fmt: skip
+    return tuple(out)
+
+
+def _frozen(amounts: Any) -> object:
+    return tuple(amounts.items()) if isinstance(amounts, dict) else amounts
+
+
+_UNITS: dict[tuple[object, ...], PodUnits] = {}
+
+
+def _units_of(key: tuple[object, ...], spec: Mapping[str, Any]) -> PodUnits:
+    found = _UNITS.get(key)
+    if found is None:
+        if len(_UNITS) >= 4096:
+            _UNITS.clear()  # many shapes seen: start over
+        found = _UNITS[key] = PodUnits(*aligned_units(spec))
+    return found
 
 
 def refusal_words(config: KubeletConfig, reason: str) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -55,9 +55,14 @@ class Unit:
 
     amounts: Mapping[str, int]
     keeps: bool = True  # False: an ordinary init container, whose resources come back
+    # Units key the caches of what they lead to (terms, verdicts): hashed once.
+    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __hash__(self) -> int:  # units key caches of what they lead to
-        return hash((tuple(sorted(self.amounts.items())), self.keeps))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((frozenset(self.amounts.items()), self.keeps)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 def amount(value: Any) -> Decimal | None:
@@ -206,33 +211,55 @@ def guaranteed(spec: Mapping[str, Any]) -> bool:
     return bool(containers) and all(guaranteed_amounts(c) is not None for c in containers)
 
 
-def _aligned(container: Any, *, exclusive: bool) -> Amounts:
+def _limits_requests(container: Any) -> tuple[Amounts, Amounts]:
+    resources = container.get("resources") if isinstance(container, dict) else None
+    if not isinstance(resources, dict):
+        return {}, {}
+    return _amounts(resources.get("limits")), _amounts(resources.get("requests"))
+
+
+def _is_guaranteed(limits: Amounts, requests: Amounts) -> bool:
+    return all(
+        limits.get(n, 0) > 0 and requests.get(n, limits[n]) == limits[n] for n in ("cpu", "memory")
+    )
+
+
+def _aligned(limits: Amounts, requests: Amounts, *, exclusive: bool) -> Amounts:
     """What one container asks the kubelet's hint providers to align (see the module doc)."""
-    own = _container_requests(container)
-    out = {n: v for n, v in own.items() if "/" in n}
+    own = {**limits, **requests}
+    out = {n: v for n, v in own.items() if "/" in n and v > 0}
     if exclusive:
         cpu = own.get("cpu", 0)
         if cpu % 1000 == 0 and cpu > 0:
             out["cpu"] = cpu
-        out.update({n: v for n, v in own.items() if n == "memory" or n.startswith("hugepages-")})
-    return {n: v for n, v in out.items() if v > 0}
+        for name, value in own.items():
+            if (name == "memory" or name.startswith("hugepages-")) and value > 0:
+                out[name] = value
+    return out
 
 
-def aligned_units(spec: Mapping[str, Any], scope: str) -> tuple[Unit, ...]:
-    """What the Topology Manager aligns together: the whole pod under scope `pod`, else each
-    container in the kubelet's order (ordinary init containers too: their resources return
-    to the pod before the app containers start)."""
-    exclusive = guaranteed(spec) and not _pod_level(spec)
-    if scope == "pod":
-        total = _pod_sum(spec, lambda c: _aligned(c, exclusive=exclusive))
-        return (Unit(total),) if total else ()
+def aligned_units(spec: Mapping[str, Any]) -> tuple[tuple[Unit, ...], tuple[Unit, ...]]:
+    """What the Topology Manager aligns together, under scope `pod` (the whole pod, one unit)
+    and under scope `container` (each container in the kubelet's order; ordinary init
+    containers too: their resources return to the pod before the app containers start).
+    Each container's resources are read once (every admission of a policy pod runs this)."""
+    read = [
+        (key, c, *_limits_requests(c))
+        for key in ("initContainers", "containers")
+        for c in _list(spec, key)
+    ]
+    exclusive = (
+        bool(read) and all(_is_guaranteed(lim, req) for *_, lim, req in read)
+        and not _pod_level(spec)
+    )  # fmt: skip
+    own: dict[int, Amounts] = {}
     units = []
-    for key in ("initContainers", "containers"):
-        for container in _list(spec, key):
-            own = _aligned(container, exclusive=exclusive)
-            if own:
-                units.append(Unit(own, keeps=key == "containers" or is_sidecar(container)))
-    return tuple(units)
+    for key, container, limits, requests in read:
+        found = own[id(container)] = _aligned(limits, requests, exclusive=exclusive)
+        if found:
+            units.append(Unit(found, keeps=key == "containers" or is_sidecar(container)))
+    total = _pod_sum(spec, lambda c: own[id(c)])
+    return ((Unit(total),) if total else ()), tuple(units)
 
 
 def container_gpus(container: dict[str, Any], resource: str) -> int:

@@ -6,9 +6,12 @@ The merge (webhook/topology/merge.py) restated on the agent's labels. On a node 
 nodes are alike (what `max-*-per-numa-node` describe), a request of X needs ⌈X / L⌉ NUMA
 nodes, L being the label: `single-numa-node` admits a unit when every aligned resource fits
 one NUMA node (L ≥ X); `restricted` when every aligned resource needs the same number k of
-NUMA nodes (L in [⌈X/k⌉, ⌈X/(k−1)⌉ − 1]). Which resources are aligned depends on the node:
-CPUs only under the static CPU manager, memory only under the Static memory manager, so
-terms name `cpu-manager-policy` and `memory-manager-policy` where that changes the answer.
+NUMA nodes (L in [⌈X/k⌉, ⌈X/(k−1)⌉ − 1]). The terms hold every node to the shape the
+static CPU and Static memory managers need (CPUs and memory aligned too): what aligning GPU
+nodes run (docs/install.md). A node without those managers aligns less and admits more, so
+it is held to more than its kubelet asks: a pod may wait where it could have run, never run
+where it must be refused; explain says which. One term per node shape instead of one per
+manager combination keeps the patch small (it is in every pod's admission response).
 RDMA NICs have no per-NUMA-node label: their alignment is left to explain and the warnings.
 Unequal NUMA nodes (a machine whose largest NUMA node for GPUs is not the one for CPUs) can
 still refuse; explain, on the node's topology annotation, says so.
@@ -24,25 +27,29 @@ from typing import Any
 
 from common.vocabulary import Label
 from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES
+from webhook.topology.filters.selectors import Term, parse_requirement
 from webhook.topology.requests import Unit
 
-__all__ = ["admitting_terms"]
+__all__ = ["SHAPE_LABELS", "admitting_terms", "parsed_terms"]
 
 _GIB = 2**30
+# The labels the terms are written on: the webhook owns what a pod's terms say on them.
+SHAPE_LABELS = frozenset({
+    Label.TOPOLOGY_MANAGER_POLICY, Label.TOPOLOGY_MANAGER_SCOPE, Label.MAX_GPUS_PER_NUMA_NODE,
+    Label.MAX_CPUS_PER_NUMA_NODE, Label.MAX_MEMORY_GIB_PER_NUMA_NODE, Label.NUMA_NODES,
+})  # fmt: skip
 Ranges = dict[str, tuple[int, int | None]]  # label -> (lowest, highest or None) allowed
 Expression = dict[str, Any]
-_CPU = ("static", "none")
-_MEMORY = ("Static", "None")
 
 
-def _needs(unit: Unit, gpu_resource: str, *, cpu: bool, memory: bool) -> dict[str, int]:
+def _needs(unit: Unit, gpu_resource: str) -> dict[str, int]:
     """The unit's aligned amounts in the labels' units (GPUs, CPUs, GiB), by label."""
     out = {}
     if unit.amounts.get(gpu_resource, 0) > 0:
         out[Label.MAX_GPUS_PER_NUMA_NODE] = unit.amounts[gpu_resource]
-    if cpu and unit.amounts.get("cpu", 0) > 0:
+    if unit.amounts.get("cpu", 0) > 0:
         out[Label.MAX_CPUS_PER_NUMA_NODE] = -(-unit.amounts["cpu"] // 1000)
-    if memory and unit.amounts.get("memory", 0) > 0:
+    if unit.amounts.get("memory", 0) > 0:
         out[Label.MAX_MEMORY_GIB_PER_NUMA_NODE] = -(-unit.amounts["memory"] // _GIB)
     return out
 
@@ -82,11 +89,10 @@ def _meet(a: Ranges, b: Ranges) -> Ranges | None:
     return out
 
 
-def _unit_ranges(units: Sequence[Unit], gpu_resource: str, policy: str, *, cpu: bool,
-                 memory: bool) -> list[Ranges]:  # fmt: skip
+def _unit_ranges(units: Sequence[Unit], gpu_resource: str, policy: str) -> list[Ranges]:
     combined: list[Ranges] = [{}]
     for unit in units:
-        options = _options(_needs(unit, gpu_resource, cpu=cpu, memory=memory), policy)
+        options = _options(_needs(unit, gpu_resource), policy)
         merged = (_meet(a, b) for a, b in itertools.product(combined, options))
         combined = _unique(m for m in merged if m is not None)
     return combined
@@ -117,11 +123,7 @@ def _expressions(words: Sequence[tuple[str, str]], ranges: Ranges) -> list[Expre
 
 
 # The label words a term may name, each with every value the model knows for it.
-_DIMENSIONS = (
-    (Label.TOPOLOGY_MANAGER_SCOPE, ("pod", "container")),
-    (Label.CPU_MANAGER_POLICY, _CPU),
-    (Label.MEMORY_MANAGER_POLICY, _MEMORY),
-)
+_DIMENSIONS = ((Label.TOPOLOGY_MANAGER_SCOPE, ("pod", "container")),)
 Words = tuple[tuple[str, str], ...]
 
 
@@ -152,7 +154,7 @@ def _collapse(found: dict[Words, list[Ranges]]) -> dict[Words, list[Ranges]]:
 
 @functools.lru_cache(maxsize=1024)
 def _terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[str, ...],
-           gpu_resource: str) -> str:  # fmt: skip
+           gpu_resource: str) -> tuple[tuple[Expression, ...], ...]:  # fmt: skip
     out: list[list[Expression]] = []
     calm = [p for p in policies if p not in REFUSING_TOPOLOGY_POLICIES]
     if calm:
@@ -163,12 +165,8 @@ def _terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[s
     for policy in (p for p in policies if p in REFUSING_TOPOLOGY_POLICIES):
         found: dict[Words, list[Ranges]] = {}
         for scope, units in (("pod", pod), ("container", container)):
-            for cpu, memory in itertools.product(_CPU, _MEMORY):
-                words = ((Label.TOPOLOGY_MANAGER_SCOPE, scope), (Label.CPU_MANAGER_POLICY, cpu),
-                         (Label.MEMORY_MANAGER_POLICY, memory))  # fmt: skip
-                found[words] = _unit_ranges(
-                    units, gpu_resource, policy, cpu=cpu == "static", memory=memory == "Static"
-                )
+            words = ((Label.TOPOLOGY_MANAGER_SCOPE, scope),)
+            found[words] = _unit_ranges(units, gpu_resource, policy)
         for words, options in _collapse(found).items():
             for ranges in options:
                 key = json.dumps(_expressions(words, ranges))
@@ -179,13 +177,22 @@ def _terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[s
     if not out:  # no shape admits the pod: a term no node matches keeps it Pending
         key = Label.TOPOLOGY_MANAGER_POLICY
         out.append([{"key": key, "operator": "Exists"}, {"key": key, "operator": "DoesNotExist"}])
-    return json.dumps(out)
+    return tuple(tuple(term) for term in out)
 
 
 def admitting_terms(
     pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: Sequence[str], gpu_resource: str
-) -> list[list[Expression]]:
-    """ORed lists of node selector requirements: the node shapes whose kubelet, under one of
-    `policies`, admits a pod with these aligned units (scope pod / scope container) on an idle
-    node. Fresh objects on every call (callers take ownership)."""
-    return json.loads(_terms(pod, container, tuple(policies), gpu_resource))
+) -> tuple[tuple[Expression, ...], ...]:
+    """ORed node selector requirements: the node shapes whose kubelet, under one of `policies`,
+    admits a pod with these aligned units (scope pod / scope container) on an idle node.
+    Shared between calls (every pod of a Job asks the same): read them, never change them."""
+    return _terms(pod, container, tuple(policies), gpu_resource)
+
+
+@functools.lru_cache(maxsize=1024)
+def parsed_terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[str, ...],
+                 gpu_resource: str) -> tuple[Term, ...]:  # fmt: skip
+    """admitting_terms as the filter rules read them (explain's check, the node index)."""
+    terms = _terms(pod, container, policies, gpu_resource)
+    return tuple(Term(tuple(map(parse_requirement, t)), ()) for t in terms)
+

@@ -29,19 +29,19 @@ def test_a_node_without_the_managers_labels_waits_and_the_warning_names_label_an
     (tmp_path / "p" / "aligned.yaml").write_text(ISSUE_POLICY)
     policies = load_policy_dir(tmp_path / "p")
     h100 = node("h100", "dgx-h100", "restricted", "1968Gi", tmp_path)
-    old = [_without(h100, Label.CPU_MANAGER_POLICY, name=f"old-agent-{i}") for i in range(3)]
+    old = [_without(h100, Label.MAX_CPUS_PER_NUMA_NODE, name=f"old-agent-{i}") for i in range(3)]
     mutated = mutate(pod_with({"nvidia.com/gpu": 4}, "aligned"), "ml", policies).pod
     plan = plan_for(mutated, policies.get("aligned"))
     assert evaluate(plan, h100).fits
     verdict = evaluate(plan, old[0])
     assert not verdict.fits and verdict.check == "kubelet shape"
-    assert "cpu-manager-policy unknown" in (verdict.reason or "")
+    assert "max-cpus-per-numa-node absent" in (verdict.reason or "")
     index = NodeIndex(old)
     assessment = index.assess(plan)
     parts = no_fit_warning(plan, assessment, len(old))
     assert parts is not None
     warning = fit(parts)
-    assert "3 nodes fail kubelet shape (no cpu-manager-policy on old-agent-0, old-agent-1, …" in (
+    assert "3 nodes fail kubelet shape (no max-cpus-per-numa-node on old-agent-0, old-agent-1, …" in (
         warning
     )
     assert warning.endswith("run `kubectl topoplace explain`") and len(warning) <= 256
