@@ -41,9 +41,8 @@ def test_a_node_without_the_managers_labels_waits_and_the_warning_names_label_an
     parts = no_fit_warning(plan, assessment, len(old))
     assert parts is not None
     warning = fit(parts)
-    assert "3 nodes fail kubelet shape (no max-cpus-per-numa-node on old-agent-0, old-agent-1, …" in (
-        warning
-    )
+    missing = "3 nodes fail kubelet shape (no max-cpus-per-numa-node on old-agent-0, old-agent-1, …"
+    assert missing in warning
     assert warning.endswith("run `kubectl topoplace explain`") and len(warning) <= 256
 
 
