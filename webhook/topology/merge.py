@@ -112,7 +112,9 @@ def _refusal(config: KubeletConfig, capacity: Capacity, unit: Mapping[str, int],
             ), ()
         width = next(iter(widths.values()))
     for mask in itertools.combinations(range(capacity.nodes), width):
-        if all(sum(free[n][i] for i in mask) >= unit[n] for n in names):
+        if all(sum(free[n][i] for i in mask) >= unit[n] for n in names) and all(
+            _groups_allow(n, mask, free, capacity) for n in names
+        ):
             return None, mask
     where = "no NUMA node has" if width == 1 else f"no {width} NUMA nodes have"
     if len(names) == 1:
@@ -126,10 +128,59 @@ def _refusal(config: KubeletConfig, capacity: Capacity, unit: Mapping[str, int],
     return f"{where} {_asks(unit, names)} free together (free per NUMA node: {per})", ()
 
 
+def _memory(name: str) -> bool:
+    return name == "memory" or name.startswith("hugepages-")
+
+
+def _groups_allow(name: str, mask: tuple[int, ...], free: Mapping[str, list[int]],
+                  capacity: Capacity) -> bool:  # fmt: skip
+    """The Static memory manager never mixes a single-NUMA allocation and a multi-NUMA group
+    on one NUMA node (make cluster: a pod's memory across NUMA nodes 0 and 1 is refused while
+    another pod holds memory on NUMA node 0 alone). Seen from the counts: a set of several
+    NUMA nodes is usable only where none holds memory yet. (A node in a multi-NUMA group
+    refused for a single-NUMA allocation cannot be told from counts.)"""
+    if not _memory(name) or len(mask) == 1:
+        return True
+    return all(free[name][i] >= capacity.width[name][i] for i in mask)
+
+
+def _memory_refusal(capacity: Capacity, units: Sequence[Unit]) -> str | None:
+    """Under a policy that does not align, the Static memory manager still places each
+    Guaranteed unit's memory, narrowest set first, or fails the pod at admission
+    (UnexpectedAdmissionError)."""
+    free = {name: list(counts) for name, counts in capacity.free.items()}
+    for unit in units:
+        for name, need in unit.amounts.items():
+            if not _memory(name) or name not in capacity.width or need <= 0:
+                continue
+            masks = (
+                m
+                for width in range(1, capacity.nodes + 1)
+                for m in itertools.combinations(range(capacity.nodes), width)
+            )
+            mask = next((m for m in masks if sum(free[name][i] for i in m) >= need
+                         and _groups_allow(name, m, free, capacity)), None)  # fmt: skip
+            if mask is None:
+                shown = ", ".join(show_amount(name, v) for v in free[name])
+                return (
+                    f"the Static memory manager has no NUMA set for {show_amount(name, need)} "
+                    f"{name} (free: {shown}; NUMA nodes holding memory join no other set)"
+                )
+            left = need if unit.keeps else 0
+            for i in mask:
+                took = min(left, free[name][i])
+                free[name][i] -= took
+                left -= took
+    return None
+
+
 def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> Admission:
     """Whether the kubelet under `config` admits `units` on `capacity` (see the module doc)."""
-    if not config.aligning or capacity.nodes == 0:
+    if capacity.nodes == 0:
         return Admission(True)
+    if not config.aligning:
+        reason = _memory_refusal(capacity, units) if config.static_memory else None
+        return Admission(reason is None, reason)
     if capacity.nodes > config.max_numa_nodes:
         return Admission(False, (
             f"{capacity.nodes} NUMA nodes, more than topology-manager-max-allowable-numa-nodes "

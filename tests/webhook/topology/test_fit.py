@@ -110,3 +110,28 @@ def test_a_malformed_object_names_the_field():
     obj["zones"][1]["resources"][2]["available"] = "lots"
     with pytest.raises(ZoneError, match=r"a: zones\[1\].resources\[2\]"):
         zones_from_object(obj)
+
+
+def _memory_used_on_node_0(obj, used=64 << 30):
+    for item in obj["zones"][0]["resources"]:
+        if item["name"] == "memory":
+            item["available"] = str(int(item["available"]) - used)
+    return obj
+
+
+@pytest.mark.parametrize("policy", ["best-effort", "restricted"])
+def test_memory_across_numa_nodes_is_refused_where_one_already_holds_memory(policy):
+    """make cluster (kubelet v1.37.2, Static memory manager): with a pod holding 64Gi on NUMA
+    node 0 alone, a pod whose memory needs NUMA nodes 0 and 1 is refused, under best-effort
+    at allocation (UnexpectedAdmissionError) as under restricted."""
+    zones = _memory_used_on_node_0(reserve(nrt("a", [4, 4], policy=policy, scope="pod")))
+    wide = {GPU: 8, "cpu": 100_000, "memory": 1200 << 30}  # 1200Gi over 1024Gi NUMA nodes
+    verdict = fit(zones, wide, guaranteed=True)
+    assert not verdict.fits
+    assert "NUMA nodes holding memory join no other set" in (verdict.reason or "") or (
+        "no 2 NUMA nodes have" in (verdict.reason or "")
+    )
+    # On an untouched node the same pod is placed, and a pod within one NUMA node still is.
+    assert fit(reserve(nrt("b", [4, 4], policy=policy, scope="pod")), wide, guaranteed=True).fits
+    narrow = {GPU: 2, "cpu": 10_000, "memory": 100 << 30}
+    assert fit(zones, narrow, guaranteed=True).fits
