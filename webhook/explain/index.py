@@ -46,7 +46,7 @@ class NodeIndex:
         self._aligning: dict[tuple[object, ...], int] = {}
         self._pairing: dict[tuple[object, ...], int] = {}  # pairs_key -> nodes
         self.generation = 0  # bumped by every change that can move a verdict
-        self._compared: tuple[int, dict[tuple[str, str, int], int]] = (0, {})
+        self._masks: tuple[int, dict[int, tuple[Requirement, int]]] = (0, {})
         for view in views:
             self.upsert(view)
 
@@ -114,6 +114,22 @@ class NodeIndex:
 
     # --- masks ------------------------------------------------------------------------------
     def requirement(self, req: Requirement) -> int:
+        # Policy pods ask the same few requirements (their kubelet-shape terms, the policy's
+        # expressions) again and again: masks are kept until the index changes.
+        # By identity: parsing hands out one object per distinct requirement (its cache),
+        # and the entry holds it, so the id cannot be reused while it is kept.
+        if self._masks[0] != self.generation:
+            self._masks = (self.generation, {})
+        held = self._masks[1].get(id(req))
+        if held is not None and held[0] is req:
+            return held[1]
+        if len(self._masks[1]) >= 8192:
+            self._masks[1].clear()
+        found = self._requirement(req)
+        self._masks[1][id(req)] = (req, found)
+        return found
+
+    def _requirement(self, req: Requirement) -> int:
         if req.error is not None:
             return 0
         if req.field:
@@ -130,19 +146,11 @@ class NodeIndex:
             return having if op == "Exists" else self.all & ~having
         wanted = req.number
         assert wanted is not None
-        # Gt/Lt visit every value of the label; the kubelet-shape terms ask the same few of
-        # every pod, so their masks are kept until the index changes.
-        if self._compared[0] != self.generation:
-            self._compared = (self.generation, {})
-        found = self._compared[1].get((req.key, op, wanted))
-        if found is None:
-            found = self._compared[1][(req.key, op, wanted)] = bit_or(
-                mask
-                for value, mask in values.items()
-                if (n := parse_int64(value)) is not None
-                and (n > wanted if op == "Gt" else n < wanted)
-            )
-        return found
+        return bit_or(
+            mask
+            for value, mask in values.items()
+            if (n := parse_int64(value)) is not None and (n > wanted if op == "Gt" else n < wanted)
+        )
 
     def term(self, term: Term) -> int:
         if not term.valid:
