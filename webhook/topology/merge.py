@@ -88,8 +88,13 @@ Refusal = tuple[str | None, tuple[int, ...]]
 
 
 def _refusal(config: KubeletConfig, capacity: Capacity, unit: Mapping[str, int],
-             names: Sequence[str], free: Mapping[str, list[int]]) -> Refusal:  # fmt: skip
-    """(why the unit is refused, None if not; the NUMA set it gets when admitted)."""
+             names: Sequence[str], free: Mapping[str, list[int]],
+             reuse: Mapping[str, frozenset[int]]) -> Refusal:  # fmt: skip
+    """(why the unit is refused, None if not; the NUMA set it gets when admitted). `reuse`:
+    per device resource, the NUMA nodes of an init container's devices this container takes
+    over: the device manager offers only sets holding all of them (make cluster: 5 GPUs in an
+    init container on NUMA nodes 0 and 1, then 1 GPU in the app container: refused under
+    restricted, as no set of one NUMA node is offered)."""
     widths = {}
     for name in names:
         if sum(free[name]) < unit[name]:
@@ -111,11 +116,22 @@ def _refusal(config: KubeletConfig, capacity: Capacity, unit: Mapping[str, int],
                 "no NUMA set is the narrowest for every resource"
             ), ()
         width = next(iter(widths.values()))
+    blocked = False
     for mask in itertools.combinations(range(capacity.nodes), width):
         if all(sum(free[n][i] for i in mask) >= unit[n] for n in names) and all(
             _groups_allow(n, mask, free, capacity) for n in names
         ):
-            return None, mask
+            if all(reuse.get(n, frozenset()) <= set(mask) for n in names):
+                return None, mask
+            blocked = True
+    if blocked:
+        held = next(n for n in names if len(reuse.get(n, ())) > width)
+        where = ", ".join(map(str, sorted(reuse[held])))
+        return (
+            f"{_asks(unit, names)} fit in {width} NUMA node{'s' if width > 1 else ''}, but the "
+            f"{resource_word(held)} it takes over from an init container are on NUMA nodes "
+            f"{where}"
+        ), ()
     where = "no NUMA node has" if width == 1 else f"no {width} NUMA nodes have"
     if len(names) == 1:
         (name,) = names
@@ -187,22 +203,30 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
             f"{config.max_numa_nodes}: the kubelet runs no aligning Topology Manager"
         ))  # fmt: skip
     free = {name: list(counts) for name, counts in capacity.free.items()}
+    reuse: dict[str, frozenset[int]] = {}  # device resource -> NUMA nodes an init container held
     taken = given = 0
     for unit in units:
         names = _hinted(config, capacity, unit.amounts)
         if not names:
             continue
-        reason, mask = _refusal(config, capacity, unit.amounts, names, free)
+        reason, mask = _refusal(config, capacity, unit.amounts, names, free, reuse)
         if reason is not None:
             return Admission(False, reason)
         gpu = next((n for n in names if n.endswith("/gpu")), names[0])
         taken += unit.amounts[gpu]
         given += sum(free[gpu][i] for i in mask)
-        if unit.keeps:
-            for name in names:
-                left = unit.amounts[name]
-                for i in mask:
-                    took = min(left, free[name][i])
+        for name in names:
+            left, held = unit.amounts[name], set()
+            for i in mask:
+                took = min(left, free[name][i])
+                if took:
+                    held.add(i)
+                if unit.keeps:
                     free[name][i] -= took
-                    left -= took
+                left -= took
+            if "/" in name:  # devices: the next container takes over an init container's
+                if unit.keeps:
+                    reuse.pop(name, None)
+                else:
+                    reuse[name] = frozenset(held)
     return Admission(True, tightness=taken / given if given else 0.0)

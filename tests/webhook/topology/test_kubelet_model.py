@@ -249,3 +249,25 @@ def test_whole_numa_nodes_of_cpus_and_memory_get_the_full_node_pod_admitted(
         assert (limits["cpu"], limits["memory"]) == (cpu, memory)
         verdict = evaluate(plan_for(mutated, policies.get("aligned")), h100)
         assert verdict.fits, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("init", "main", "admitted"), [(5, 1, False), (5, 4, False), (4, 1, True), (5, 5, True)]
+)
+def test_an_app_container_takes_over_its_init_containers_gpus_numa_nodes(
+    init: int, main: int, admitted: bool, tmp_path: Path
+) -> None:
+    """make cluster, restricted with scope container on an idle DGX H100 (Burstable pods:
+    only the device manager gives hints): the app container reuses the init container's
+    GPUs, so its device hints must hold their NUMA nodes; 5 GPUs span two, and 1 or 4 GPUs
+    on two NUMA nodes are not the narrowest set: refused."""
+    h100 = shape_of("dgx-h100", tmp_path)
+    units = (Unit({"nvidia.com/gpu": init}, keeps=False), Unit({"nvidia.com/gpu": main}))
+    reason = idle_refusal(
+        labels("restricted", "container"), h100, {"cpu": 224_000, "memory": 1968 * GI},
+        PodUnits((Unit({"nvidia.com/gpu": max(init, main)}),), units),
+        gpu_resource="nvidia.com/gpu", rdma_resource="rdma/ib",
+    )  # fmt: skip
+    assert (reason is None) is admitted, reason
+    if not admitted:
+        assert "it takes over from an init container are on NUMA nodes 0, 1" in (reason or "")
