@@ -183,8 +183,11 @@ def _cores(terms: list[Any], ours: set[Any]) -> list[Any]:
     for term in terms:
         exprs = term.get("matchExpressions") or []
         kept = [e for e in exprs if e.get("key") not in SHAPE_LABELS or _key(e) in ours]
-        core = {**term, "matchExpressions": kept} if len(kept) != len(exprs) else term
+        stripped = len(kept) != len(exprs)
+        core = {**term, "matchExpressions": kept} if stripped else term
         mark = (tuple(map(_key, kept)), repr(core.get("matchFields")))
+        # Alike terms once: ORed, a repeat says nothing, and a pod mutated before holds each
+        # of its terms once per shape.
         if mark not in seen:
             seen.add(mark)
             out.append(core)
