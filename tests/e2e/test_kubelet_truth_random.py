@@ -9,8 +9,8 @@ scheduler: no kubelet may refuse one.
 
 Machines under five kubelet configurations: `restricted`/pod (the default DGX H100s, one left
 fragmented by a holder pod), `single-numa-node`/pod (the default NPS4 DGX A100, fragmented),
-`none` (the default L40S server), and, added here, `restricted`/container (a DGX H100,
-fragmented), `restricted`/pod on an NPS4 DGX A100 (fragmented), `best-effort`/pod (an L40S).
+`none` (the default L40S server), and, added here, `restricted`/container (a DGX H100),
+`restricted`/pod on an NPS4 DGX A100 and `best-effort`/pod (an L40S), all three fragmented.
 """
 
 from __future__ import annotations

@@ -126,12 +126,16 @@ def _holder(name: str, gpus: int, cpus: int, memory_gi: int) -> dict[str, Any]:
 
 # Guaranteed pods that take part of one NUMA node's GPUs (and CPUs), so what is free there
 # differs from what the hardware holds: 1 of 4 GPUs and 70 CPUs left on an H100's NUMA node 0,
-# 2 GPUs and 10 CPUs on the container-scope H100's, 1 of 2 on an A100 GPU NUMA node.
+# 2 GPUs and 10 CPUs on the container-scope H100's, 1 of 2 on an A100 GPU NUMA node, 1 of 2
+# on the best-effort L40S's.
 HOLDERS = {
     "dgx-h100-b": _holder("hold-h100-b", 3, 40, 200),
     "truth-h100-ctr": _holder("hold-h100-ctr", 2, 100, 64),
     "dgx-a100-nps4": _holder("hold-a100", 1, 4, 16),
     "truth-a100-restr": _holder("hold-a100-restr", 1, 8, 32),
+    # Its memory is a single-NUMA allocation of the Static memory manager on NUMA node 0,
+    # which that manager then never joins into a multi-NUMA one: best-effort or not.
+    "truth-l40s-be": _holder("hold-l40s-be", 1, 4, 16),
 }
 
 
