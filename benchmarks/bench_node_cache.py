@@ -30,11 +30,11 @@ from benchmarks.timing import time_calls
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
 from webhook.engine.mutation import EngineSettings
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.policy.loader import load_policy_dir
 from webhook.server.admission import PolicyAdmitter
 from webhook.server.node_cache import NodeCache
 from webhook.server.review import parse_review
+from webhook.topology.filters.nodes import NodeView
 from webhook.topology.zones import NodeZones, zones_from_object
 
 __all__ = ["NODES", "fleet_objects", "run_node_cache_bench"]
@@ -126,9 +126,11 @@ def run_node_cache_bench(*, calls: int = 1000, rounds: int = 7) -> dict[str, lis
     on = PolicyAdmitter(lambda: policies, settings, fit_check=cache.check)
     nrt = PolicyAdmitter(lambda: policies, settings, fit_check=with_nrt.check)
     rows: list[dict[str, Any]] = []
+    # 4 GPUs: the bench policy's 8-GPU pod (96 CPUs) is one no restricted DGX H100 kubelet
+    # admits, so its node affinity leaves every node out (webhook/topology/shapes.py).
     cases = (
-        ("a Job's pods (alike)", 8, False),
-        ("every pod different", 8, True),
+        ("a Job's pods (alike)", 4, False),
+        ("every pod different", 4, True),
         ("fits no node", 16, False),
         ("fits no node, every pod different", 16, True),
     )

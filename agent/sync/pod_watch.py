@@ -1,7 +1,8 @@
 """Leases for every pod on this node that mounts a cached dataset version.
 
-Watches the node's own pods (`fieldSelector=spec.nodeName=<node>`): a list, then a watch from
-the list's resourceVersion, and a fresh list whenever the watch ends, expires (410) or fails.
+Watches the node's own pods (`fieldSelector=spec.nodeName=<node>`) with common/kube/listwatch.py:
+a list, then a watch from the list's resourceVersion, resumed when it drops or fails, and a
+fresh list when it expires (410), when a lease write failed, and once per watch timeout.
 - A pod that has not finished leases every version it mounts through the cache hostPath
   (`subPath: <name>/<version>`, or a hostPath pointing into the cache), prefetch or not.
 - A pod that finished (Succeeded/Failed) or was deleted loses all its leases.
@@ -19,18 +20,16 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import aiohttp
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client
 
 from agent.cache.lease import drop, lease_and_check, release, sweep
-from common.api_errors import describe
 from common.backoff import Backoff, BackoffPolicy, Sleep
 from common.cache_layout import LEASE_DIR, TEMP_PREFIX
+from common.kube.listwatch import ListWatch, Snapshot
 
 __all__ = ["PodLeases", "mounted_versions"]
 
@@ -91,7 +90,6 @@ class PodLeases:
         on_event: Callable[[], None] = lambda: None,
         lease: bool = True,
     ) -> None:
-        self._api = api
         self._core = client.CoreV1Api(api)
         self._selector = f"spec.nodeName={node_name}"
         self._root = cache_root
@@ -119,49 +117,41 @@ class PodLeases:
             )
             if await _stopped(stop, self._sleep(60)):
                 return
-        while not stop.is_set():
-            try:
-                version = await self._list_and_sweep()
-                self._backoff.reset()
-                await _stopped(stop, self._watch(version))
-            except (client.ApiException, aiohttp.ClientError, TimeoutError, OSError) as exc:
-                delay = self._backoff.next_delay()
-                log.warning("pod watch failed: %s; listing again in %.1fs", describe(exc), delay)
-                if await _stopped(stop, self._sleep(delay)):
-                    return
-
-    async def _list_and_sweep(self) -> str:
-        listed_at = time.time()
-        found = await self._core.list_pod_for_all_namespaces(
-            field_selector=self._selector, _request_timeout=(10.0, 60.0)
+        pods = ListWatch(
+            self._core.list_pod_for_all_namespaces,
+            what="pod watch",
+            params={"field_selector": self._selector},
+            on_list=self._listed,
+            on_event=self._changed,
+            backoff=self._backoff,
+            sleep=self._sleep,
+            watch_seconds=self._watch_seconds,
+            # Each list sweeps the leases of pods it no longer holds: one per watch at least.
+            relist_after=self._watch_seconds,
+            handler_errors=(OSError,),
+            log=log,
         )
+        await _stopped(stop, pods.run())
+
+    async def _listed(self, snapshot: Snapshot) -> None:
         live: set[str] = set()
-        for obj in found.items or []:
-            pod = self._api.sanitize_for_serialization(obj)
+        for pod in snapshot.items:
             if await self._apply("ADDED", pod):
                 live.add(pod["metadata"]["uid"])
         for uid in set(self._held) - live:
             self._held.pop(uid, None)
         removed = (
-            await asyncio.to_thread(sweep, self._root, live, listed_at=listed_at)
+            await asyncio.to_thread(sweep, self._root, live, listed_at=snapshot.asked_at)
             if self._lease
             else []
         )
         self.lists += 1
         self._on_event()
         log.debug("pod leases synced", extra={"pods": len(live), "swept": len(removed)})
-        return str(found.metadata.resource_version or "")
 
-    async def _watch(self, resource_version: str) -> None:
-        async with watch.Watch() as w:
-            async for event in w.stream(
-                self._core.list_pod_for_all_namespaces,
-                field_selector=self._selector,
-                resource_version=resource_version,
-                timeout_seconds=self._watch_seconds,
-            ):
-                await self._apply(event["type"], event["raw_object"])
-                self._on_event()
+    async def _changed(self, kind: str, pod: dict[str, Any]) -> None:
+        await self._apply(kind, pod)
+        self._on_event()
 
     async def _apply(self, kind: str, pod: Mapping[str, Any]) -> bool:
         """Bring one pod's leases up to date; True while the pod still runs here."""

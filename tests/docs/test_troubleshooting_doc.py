@@ -14,11 +14,12 @@ from tests.docs.markdown import REPO, Block, fenced_blocks, missing_lines, run_c
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import node_views
 from webhook.explain.render import to_json
 from webhook.explain.verdict import applied_policy, explain_pod
-from webhook.explain.warning import no_fit_warning
 from webhook.policy.loader import load_policy_dir
+from webhook.topology.filters.nodes import node_views
+from webhook.warnings.fit import fit
+from webhook.warnings.hardware import no_fit_warning
 from webhook.workloads.templates import pod_templates
 
 PAGE = REPO / "docs" / "troubleshooting.md"
@@ -68,8 +69,8 @@ def test_the_warning_shown_is_the_node_caches() -> None:
     result = mutate(template.pod, job["metadata"]["namespace"], POLICIES)
     plan = plan_for(result.pod, applied_policy(result.pod, result.policy, POLICIES))
     index = NodeIndex(node_views(yaml.safe_load_all(NODES.read_text())))
-    warning = no_fit_warning(plan, index.assess(plan), len(index))
-    assert block.text == f"Warning: {warning}\n"
+    parts = no_fit_warning(plan, index.assess(plan), len(index))
+    assert parts is not None and block.text == f"Warning: {fit(parts)}\n"
 
 
 def test_every_json_key_is_documented(tmp_path: Path) -> None:

@@ -31,6 +31,8 @@ _WATCHED = re.compile(r"\b(?:stream|_?watch\w*)\(\s*[\w.]+\.(list_[a-z0-9_]+)\b(
 # The claim-templates command runs under its own ServiceAccount (manifests/base/claim-templates).
 CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
 _WATCH_ARG = re.compile(r"\.(list_[a-z0-9_]+)\([^()]*?\bwatch=True")
+# common/kube/listwatch.py's loop, handed a list method uncalled: it lists and watches.
+_LIST_WATCH = re.compile(r"\bListWatch\(\s*[\w.]+\.(list_[a-z0-9_]+)\b(?!\()")
 # `explain --kubeconfig` reads the cluster with the user's credentials, never in a pod.
 USER_SIDE = ("webhook/cli/explain_cluster.py",)
 # Custom-object calls name their group and plural as arguments: the files allowed to make
@@ -87,11 +89,12 @@ def calls_in(
         if (only and not where.startswith(only)) or (skip and where.startswith(skip)):
             continue
         text = path.read_text()
-        for name in set(_CALL.findall(text)):
+        listed = set(_LIST_WATCH.findall(text))
+        for name in set(_CALL.findall(text)) | listed:
             grant = _custom(grant_of(name), where, name)
             if grant is not None:
                 found[grant].add(str(path.relative_to(REPO)))
-        for name in set(_WATCHED.findall(text)) | set(_WATCH_ARG.findall(text)):
+        for name in set(_WATCHED.findall(text)) | set(_WATCH_ARG.findall(text)) | listed:
             grant = _custom(grant_of(name), where, name)
             if grant is not None and grant[2] == "list":
                 found[(grant[0], grant[1], "watch")].add(str(path.relative_to(REPO)))

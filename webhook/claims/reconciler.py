@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from common.api_errors import describe, retry_after
 from common.backoff import Backoff, BackoffPolicy, Sleep
+from common.kube.listwatch import ListWatch
 from webhook.claims.templates import MANAGED_SELECTOR, Plan, desired_templates, plan_changes
 from webhook.policy.loader import PolicySet
 
@@ -36,7 +37,7 @@ __all__ = ["TemplateReconciler"]
 logger = logging.getLogger(__name__)
 
 _ERRORS = (ApiException, aiohttp.ClientError, asyncio.TimeoutError, OSError)
-# Server-side watch timeout: the watch is reopened after this (and a pass follows).
+# Server-side watch timeout: the watch is resumed after this.
 _WATCH_SECONDS = 300
 
 
@@ -68,15 +69,15 @@ class TemplateReconciler:
         self._dirty.set()
 
     async def run(self) -> None:
+        namespaces = self._watching(self._core.list_namespace, "namespace watch")
+        templates = self._watching(
+            self._resource.list_resource_claim_template_for_all_namespaces,
+            "template watch",
+            label_selector=MANAGED_SELECTOR,
+        )
         watches = [
-            asyncio.create_task(self._watch(self._core.list_namespace), name="watch-namespaces"),
-            asyncio.create_task(
-                self._watch(
-                    self._resource.list_resource_claim_template_for_all_namespaces,
-                    label_selector=MANAGED_SELECTOR,
-                ),
-                name="watch-templates",
-            ),
+            asyncio.create_task(namespaces.run(), name="watch-namespaces"),
+            asyncio.create_task(templates.run(), name="watch-templates"),
         ]
         try:
             await self._loop()
@@ -198,25 +199,20 @@ class TemplateReconciler:
             if exc.status not in (404, 409):  # gone already / changed since the list
                 raise
 
-    async def _watch(self, list_fn: Callable[..., Any], **kwargs: Any) -> None:
-        """Poke on every event; reopen the watch when it ends, back off when it fails."""
-        backoff = Backoff(self._backoff_policy)
-        while True:
-            try:
-                async with watch.Watch() as stream:
-                    async for _event in stream.stream(
-                        list_fn, timeout_seconds=_WATCH_SECONDS, **kwargs
-                    ):
-                        backoff.reset()
-                        self.poke()
-            except _ERRORS as exc:
-                delay = backoff.next_delay(retry_after=retry_after(getattr(exc, "headers", None)))
-                logger.info(
-                    "watch interrupted; reopening",
-                    extra={"error": describe(exc), "retry_in_s": round(delay, 2)},
-                )
-                await self._sleep(delay)
-            self.poke()  # events may have been missed while the watch was down
+    def _watching(self, call: Callable[..., Any], what: str, **params: Any) -> ListWatch:
+        """Poke on every list and event: a pass reads the state itself, so only "something
+        changed" matters (a list after a gap counts: events may have been missed)."""
+        return ListWatch(
+            call,
+            what=what,
+            params=params,
+            on_list=lambda _snapshot: self.poke(),
+            on_event=lambda _kind, _obj: self.poke(),
+            backoff=Backoff(self._backoff_policy),
+            sleep=self._sleep,
+            watch_seconds=_WATCH_SECONDS,
+            log=logger,
+        )
 
 
 async def _raw(call: Any) -> dict[str, Any]:

@@ -79,11 +79,11 @@ def run(args: argparse.Namespace) -> int:
 
     from common.kube_config import ConfigError
     from webhook.engine.pod_shape import InvalidPod
-    from webhook.explain.nodes import NodeError, node_views
     from webhook.explain.render import to_json_text, to_table
     from webhook.explain.verdict import explain_pod
     from webhook.kube_read import ApiError
     from webhook.policy.loader import PolicyLoadError, load_policy_dir
+    from webhook.topology.filters.nodes import NodeError, node_views
     from webhook.topology.zones import ZoneError, zones_of_documents
     from webhook.yaml_io import YamlInputError, load_documents
 

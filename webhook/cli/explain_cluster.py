@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from common.node_resource_topology import GROUP, PLURAL, VERSION
-from webhook.explain.nodes import NodeView, node_views, used_by_node
-from webhook.explain.requests import pod_requests
 from webhook.explain.verdict import with_usage
 from webhook.policy.loader import PolicySet, load_policy_dir
+from webhook.topology.filters.nodes import NodeView, node_views, used_by_node
+from webhook.topology.requests import pod_requests
 from webhook.topology.zones import NodeZones, zones_of_documents
 
 __all__ = ["ClusterView", "read_cluster"]

@@ -2,20 +2,63 @@
 
 Required expressions go into EVERY existing nodeSelectorTerm: terms are ORed, so adding to
 only one would let the others schedule anywhere. The user's own terms are never dropped.
+Where the policy lets the pod meet kubelets that align (`restricted`, `single-numa-node`),
+the node shapes whose kubelet admits it come as ORed alternatives
+(webhook/topology/shapes.py): each user term is then repeated once per alternative.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook.engine.patch import clone
-from webhook.engine.workers import NumaRequest
-from webhook.policy.model import Dataset, Placement
+from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, Dataset, Placement
+from webhook.topology.admission import PodUnits
+from webhook.topology.shapes import SHAPE_LABELS, admitting_terms
 
-__all__ = ["add_preferred", "add_required", "dataset_preferences", "required_expressions"]
+__all__ = [
+    "NumaRequest",
+    "add_preferred",
+    "add_required",
+    "aligning_listed",
+    "dataset_preferences",
+    "kubelet_terms",
+    "numa_request",
+    "required_expressions",
+]
 
 Expression = dict[str, Any]
+_GIB = 2**30
+
+
+class NumaRequest(NamedTuple):
+    """What the kubelet must place on one NUMA node under single-numa-node alignment."""
+
+    cpus: int  # exclusive CPUs: whole-CPU containers of a Guaranteed pod
+    memory_gib: int  # the Guaranteed pod's memory, GiB rounded up
+
+
+def numa_request(units: PodUnits) -> NumaRequest:
+    """The pod-wide amounts the static CPU and memory managers align (scope pod)."""
+    amounts = units.pod[0].amounts if units.pod else {}
+    return NumaRequest(-(-amounts.get("cpu", 0) // 1000), -(-amounts.get("memory", 0) // _GIB))
+
+
+def kubelet_terms(
+    placement: Placement, units: PodUnits, gpu_resource: str
+) -> Sequence[Sequence[Expression]] | None:
+    """The ORed node shapes whose kubelet admits the pod, when the policy lets it meet
+    aligning kubelets; None otherwise (nothing to add)."""
+    listed = aligning_listed(placement)
+    return admitting_terms(units.pod, units.container, listed, gpu_resource) if listed else None
+
+
+def aligning_listed(placement: Placement) -> tuple[str, ...]:
+    """The policy's topologyManagerPolicies when they name one that aligns, else ()."""
+    listed = tuple(placement.topology_manager_policies or ())
+    return listed if any(p in REFUSING_TOPOLOGY_POLICIES for p in listed) else ()
 
 
 def required_expressions(
@@ -25,6 +68,7 @@ def required_expressions(
     warnings: list[str],
     devices: bool = True,
     numa: NumaRequest | None = None,
+    shaped: bool = False,
 ) -> list[Expression]:
     """Match expressions on the agent's node labels for this placement and GPU count.
 
@@ -32,7 +76,8 @@ def required_expressions(
     spec): with singleNumaNode, a node whose largest NUMA node has fewer CPUs or less memory
     is excluded, since its kubelet would refuse the pod with TopologyAffinityError.
     `devices=False` leaves out the GPU/NIC terms (link, pairs, single NUMA node): DRA claims
-    enforce those per device, and the node-wide labels would only narrow the choice."""
+    enforce those per device, and the node-wide labels would only narrow the choice.
+    `shaped`: kubelet_terms name the Topology Manager policies, so no expression here does."""
     exprs: list[Expression] = []
     if not devices:
         placement = _without_device_terms(placement)
@@ -57,7 +102,7 @@ def required_expressions(
             ):
                 if need > 0:
                     exprs.append(_expr(numa_key, "Gt", [str(need - 1)]))
-    if placement.topology_manager_policies:
+    if placement.topology_manager_policies and not shaped:
         exprs.append(
             _expr(Label.TOPOLOGY_MANAGER_POLICY, "In", list(placement.topology_manager_policies))
         )
@@ -83,25 +128,77 @@ def dataset_preferences(datasets: list[Dataset]) -> list[dict[str, Any]]:
     ]
 
 
-def add_required(spec: dict[str, Any], exprs: list[Expression]) -> None:
-    """Add `exprs` to every nodeSelectorTerm. Takes ownership of `exprs` (pass fresh ones):
-    the first use stores them as they are, each further term gets its own copies."""
-    if not exprs:
+def add_required(
+    spec: dict[str, Any],
+    exprs: list[Expression],
+    alternatives: Sequence[Sequence[Expression]] | None = None,
+) -> None:
+    """Add `exprs` to every nodeSelectorTerm, and with `alternatives` (ORed lists), make each
+    term one term per alternative. Takes ownership of `exprs` (pass fresh ones).
+
+    With alternatives, what a term holds on the kubelet-shape labels (SHAPE_LABELS) beyond
+    `exprs` is the webhook's own from an earlier admission (the pod's resources may have
+    changed since: a sidecar injected after us): it is taken out, the terms alike without it
+    become one, and each gets the alternatives anew. So mutating twice changes nothing, and a
+    reinvocation replaces the shapes rather than adding to them."""
+    if not exprs and not alternatives:
         return
     node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
     required = _child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
     if not terms:
-        required["nodeSelectorTerms"] = [{"matchExpressions": exprs}]
-        return
+        terms = [{"matchExpressions": []}]
+    if alternatives:
+        terms = _cores(terms, {_key(e) for e in exprs})
+    out = []
     owned = True  # no term holds `exprs` yet
     for term in terms:
         existing = term.get("matchExpressions") or []
         have = {_key(e) for e in existing}
         added = [e for e in exprs if _key(e) not in have]
         if added:
-            term["matchExpressions"] = [*existing, *(added if owned else map(clone, added))]
+            existing = [*existing, *(added if owned else map(clone, added))]
+            have.update(map(_key, added))
             owned = False
+        if not alternatives:
+            out.append({**term, "matchExpressions": existing} if added else term)
+            continue
+        for alt, keys in zip(alternatives, _keys_of(alternatives), strict=True):
+            extra = alt if keys.isdisjoint(have) else [e for e in alt if _key(e) not in have]
+            out.append({**term, "matchExpressions": [*existing, *map(clone, extra)]})
+    required["nodeSelectorTerms"] = out
+
+
+def _cores(terms: list[Any], ours: set[Any]) -> list[Any]:
+    """Each term without the kubelet-shape expressions an earlier admission added, alike
+    terms once, in order."""
+    seen: set[Any] = set()
+    out = []
+    for term in terms:
+        exprs = term.get("matchExpressions") or []
+        kept = [e for e in exprs if e.get("key") not in SHAPE_LABELS or _key(e) in ours]
+        core = {**term, "matchExpressions": kept} if len(kept) != len(exprs) else term
+        mark = (tuple(map(_key, kept)), repr(core.get("matchFields")))
+        if mark not in seen:
+            seen.add(mark)
+            out.append(core)
+    return out
+
+
+# The keys of shared alternatives (webhook/topology/shapes.py hands every pod of a shape the
+# same object), by identity; the object is held so its id cannot be reused.
+_ALTERNATIVE_KEYS: dict[int, tuple[object, tuple[frozenset[Any], ...]]] = {}
+
+
+def _keys_of(alternatives: Sequence[Sequence[Expression]]) -> tuple[frozenset[Any], ...]:
+    held = _ALTERNATIVE_KEYS.get(id(alternatives))
+    if held is not None and held[0] is alternatives:
+        return held[1]
+    keys = tuple(frozenset(map(_key, alt)) for alt in alternatives)
+    if len(_ALTERNATIVE_KEYS) >= 1024:
+        _ALTERNATIVE_KEYS.clear()
+    _ALTERNATIVE_KEYS[id(alternatives)] = (alternatives, keys)
+    return keys
 
 
 def add_preferred(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:

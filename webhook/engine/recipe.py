@@ -16,7 +16,10 @@ from typing import Any
 from webhook.engine.affinity import (
     add_preferred,
     add_required,
+    aligning_listed,
     dataset_preferences,
+    kubelet_terms,
+    numa_request,
     required_expressions,
 )
 from webhook.engine.datasets import add_datasets
@@ -28,10 +31,12 @@ from webhook.engine.patch import clone, json_diff
 from webhook.engine.pod_shape import check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
 from webhook.engine.scheduler import set_scheduler
-from webhook.engine.workers import all_containers, numa_request, pod_gpus, select_workers
+from webhook.engine.workers import select_workers
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.quantity import parse_quantity
+from webhook.topology.admission import pod_units
+from webhook.topology.requests import all_containers, pod_gpus
 from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
 
 __all__ = ["mutate"]
@@ -144,12 +149,22 @@ def _apply(
     # After the rewrite this counts only the GPUs left on the device-plugin path.
     gpus = pod_gpus(spec, rules.gpu_resource)
     devices = gpus > 0 or not (dra.active or dra.own_claims)
-    # What one NUMA node must hold, from the resources just set: only singleNumaNode asks.
-    numa = numa_request(spec) if rules.placement.single_numa_node else None
+    # What the kubelet aligns, from the resources just set: singleNumaNode's one NUMA node,
+    # and the node shapes whose kubelet admits the pod.
+    placement = rules.placement
+    aligning = bool(aligning_listed(placement))
+    units = pod_units(spec) if placement.single_numa_node or aligning else None
+    numa = numa_request(units) if units is not None and placement.single_numa_node else None
+    shapes = kubelet_terms(placement, units, rules.gpu_resource) if units is not None else None
     exprs = required_expressions(
-        rules.placement, gpus=gpus, warnings=warnings, devices=devices, numa=numa
+        rules.placement,
+        gpus=gpus,
+        warnings=warnings,
+        devices=devices,
+        numa=numa,
+        shaped=shapes is not None,
     )
-    add_required(spec, exprs)
+    add_required(spec, exprs, shapes)
     add_preferred(spec, dataset_preferences(rules.datasets))
     set_scheduler(spec, rules.placement.numa_aware_scheduler, warnings=warnings)
     return None
@@ -191,12 +206,18 @@ def _plan(policy: PlacementPolicy, key: str) -> ResourcePlan:
 def _make_plan(policy: PlacementPolicy) -> ResourcePlan:
     resources = policy.spec.resources
     memory = resources.memory_per_gpu
+    share = resources.whole_numa_nodes
+    per_numa = None
+    if share is not None:
+        bytes_ = parse_quantity(share.memory) if share.memory is not None else None
+        per_numa = (share.gpus, share.cpu, bytes_)
     return ResourcePlan(
         guaranteed=resources.guaranteed,
         gpu_resource=policy.spec.gpu_resource,
         cpu_per_gpu=resources.cpu_per_gpu,
         memory_per_gpu=parse_quantity(memory) if memory is not None else None,
         rdma=resources.rdma,
+        per_numa_node=per_numa,
     )
 
 

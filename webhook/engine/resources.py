@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from webhook.engine.workers import amount, container_gpus
 from webhook.policy.model import Rdma
 from webhook.policy.quantity import ceil_int, format_cpu, format_memory
+from webhook.topology.requests import amount, container_gpus
 
 __all__ = [
     "DEFAULT_CPU",
@@ -43,6 +43,18 @@ class ResourcePlan:
     cpu_per_gpu: Decimal | None
     memory_per_gpu: Decimal | None
     rdma: Rdma | None  # the RDMA resource the workers request, and how many
+    # resources.wholeNumaNodes: (GPUs per NUMA node, CPUs, memory bytes per NUMA node)
+    per_numa_node: tuple[int, Decimal | None, Decimal | None] | None = None
+
+    def amount_for(self, resource: str, gpus: int) -> Decimal | None:
+        """What a worker with `gpus` GPUs gets of cpu or memory when it sets none."""
+        if self.per_numa_node is not None:
+            per, cpu, memory = self.per_numa_node
+            share = cpu if resource == "cpu" else memory
+            if share is not None:
+                return share * -(-gpus // per)  # ⌈gpus / per⌉ NUMA nodes' worth
+        per_gpu = self.cpu_per_gpu if resource == "cpu" else self.memory_per_gpu
+        return per_gpu * gpus if per_gpu is not None else None
 
 
 def apply_resources(
@@ -66,12 +78,12 @@ def apply_resources(
     gpus = gpus if worker else 0
     defaulted: list[str] = []
 
-    for resource, per_gpu in (("cpu", plan.cpu_per_gpu), ("memory", plan.memory_per_gpu)):
+    for resource in ("cpu", "memory"):
         value = _settle(resource, limits, requests, name, warnings)
         if plan.guaranteed and value is not None and not _positive(value):
             value = None  # the kubelet ignores a zero amount: the container would not count
-        if value is None and per_gpu is not None and gpus > 0:
-            total = per_gpu * gpus
+        total = plan.amount_for(resource, gpus) if value is None and gpus > 0 else None
+        if total is not None:
             value = format_cpu(total) if resource == "cpu" else format_memory(total)
         elif not plan.guaranteed:
             continue  # only fill what is unset: a Burstable pod keeps the user's own numbers

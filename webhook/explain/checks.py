@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from common.vocabulary import LABEL_PREFIX, Label
-from webhook.engine.affinity import required_expressions
-from webhook.engine.workers import numa_request, pod_gpus
-from webhook.explain.requests import NATIVE, Amounts, container_requests, guaranteed, pod_requests
-from webhook.explain.selectors import (
+from webhook.engine.affinity import aligning_listed, numa_request, required_expressions
+from webhook.policy.model import PlacementPolicy
+from webhook.topology.admission import PodUnits, pod_units
+from webhook.topology.filters.selectors import (
     PreferredTerm,
     Requirement,
     Term,
@@ -27,14 +27,17 @@ from webhook.explain.selectors import (
     parse_required,
     parse_requirement,
 )
-from webhook.explain.tolerations import Toleration, parse_tolerations
-from webhook.policy.model import PlacementPolicy
+from webhook.topology.filters.tolerations import Toleration, parse_tolerations
+from webhook.topology.requests import NATIVE, Amounts, guaranteed, pod_gpus, pod_requests
+from webhook.topology.shapes import parsed_terms
 
-__all__ = ["Check", "Kind", "PodPlan", "plan_for"]
+__all__ = ["SHAPE_CHECK", "Check", "Kind", "PodPlan", "plan_for"]
 
 Kind = Literal[
-    "name", "agent", "policy", "affinity", "selector", "cordon", "taints", "resource", "topology"
-]
+    "name", "agent", "policy", "shape", "affinity", "selector", "cordon", "taints", "resource",
+    "topology",
+]  # fmt: skip
+SHAPE_CHECK = "kubelet shape"  # the group of the policy's ORed kubelet-shape terms
 
 
 class Check(NamedTuple):
@@ -46,12 +49,15 @@ class Check(NamedTuple):
     kind: Kind
     group: str
     requirement: Requirement | None = None  # policy
-    terms: tuple[Term, ...] = ()  # affinity
+    terms: tuple[Term, ...] = ()  # affinity, shape
     selector: tuple[tuple[str, str], ...] = ()  # selector
     tolerations: tuple[Toleration, ...] = ()  # cordon, taints
     resource: str = ""  # resource
     need: int = 0  # resource; the GPU count for policy count checks
     node_name: str = ""  # name
+
+
+_NO_UNITS = PodUnits((), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +70,7 @@ class PodPlan:
     requests: Amounts
     checks: tuple[Check, ...]
     preferred: tuple[PreferredTerm, ...]
-    containers: tuple[Amounts, ...] = ()  # each container's requests (scope container)
+    units: PodUnits = _NO_UNITS  # what the kubelet aligns, under either scope
     guaranteed: bool = False
     # The policy applied (the GPU↔NIC pairs verdict reads what it asks for).
     applied: PlacementPolicy | None = field(default=None, compare=False)
@@ -87,12 +93,16 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     node_name = spec.get("nodeName")
     if isinstance(node_name, str) and node_name:
         checks.append(Check("name", "spec.nodeName", node_name=node_name))
+    units = pod_units(spec)
     if policy is not None:
         placement = policy.spec.placement
         # As webhook/engine/recipe.py asks it, so the two cannot disagree.
-        numa = numa_request(spec) if placement.single_numa_node else None  # type: ignore[arg-type]
+        numa = numa_request(units) if placement.single_numa_node else None
+        listed = aligning_listed(placement)
+        # The policy words checked on their own too (the kubelet-shape terms imply them):
+        # "topology-manager-policy single-numa-node; policy needs restricted" says more.
         ours = required_expressions(placement, gpus=gpus, warnings=[], numa=numa)
-        if ours:
+        if ours or listed:
             checks.append(Check("agent", "topoplace labels"))
         needs = {
             Label.MAX_CPUS_PER_NUMA_NODE: numa.cpus if numa else 0,
@@ -102,6 +112,10 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
             req = parse_requirement(expr)
             need = needs.get(req.key, gpus)
             checks.append(Check("policy", short_key(req.key), requirement=req, need=need))
+        if listed:
+            # The same terms the engine wrote (kubelet_terms), parsed once per pod shape.
+            terms = parsed_terms(units.pod, units.container, listed, gpu_resource)
+            checks.append(Check("shape", SHAPE_CHECK, terms=terms))
     terms = parse_required(spec)
     if terms is not None:
         checks.append(Check("affinity", "node affinity", terms=terms))
@@ -130,7 +144,7 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
         requests=requests,
         checks=tuple(checks),
         preferred=parse_preferred(spec),
-        containers=container_requests(spec),
+        units=units,
         guaranteed=guaranteed(spec),
         applied=policy,
     )

@@ -12,54 +12,21 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
+from common.vocabulary import LABEL_PREFIX
 from webhook.explain.checks import Check, PodPlan
 from webhook.explain.kubelet import topology_failure, topology_key
-from webhook.explain.nodes import NodeView
-from webhook.explain.pairs.verdict import pairs_key
+from webhook.explain.masks import Assessment, Miss, add_bit, bit_or, clear_bit
+from webhook.explain.pairs import pairs_key
 from webhook.explain.reasons import has_agent_labels
-from webhook.explain.selectors import Requirement, Term, parse_int64
-from webhook.explain.tolerations import UNSCHEDULABLE_TAINT, Taint, Toleration, tolerates
+from webhook.topology.filters.nodes import NodeView
+from webhook.topology.filters.selectors import Requirement, Term, parse_int64
+from webhook.topology.filters.tolerations import UNSCHEDULABLE_TAINT, Taint, Toleration, tolerates
 
-__all__ = ["Assessment", "Miss", "NodeIndex"]
+__all__ = ["NodeIndex"]
 
 _CORDON = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
 _NAMES = 3  # node names a warning shows
-
-
-@dataclass(frozen=True, slots=True)
-class Miss:
-    """Nodes whose first failing check is `check`, and the values they have for it."""
-
-    check: Check
-    nodes: int
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Assessment:
-    fitting: int
-    misses: tuple[Miss, ...]  # in check order
-
-
-def _bit_or(masks: Iterable[int]) -> int:
-    out = 0
-    for mask in masks:
-        out |= mask
-    return out
-
-
-def _add(table: dict, key: object, bit: int) -> None:
-    table[key] = table.get(key, 0) | bit
-
-
-def _clear(table: dict, key: object, bit: int) -> None:
-    left = table.get(key, 0) & ~bit
-    if left:
-        table[key] = left
-    else:
-        table.pop(key, None)
 
 
 class NodeIndex:
@@ -118,7 +85,7 @@ class NodeIndex:
         return True
 
     def _index(self, view: NodeView, bit: int, *, add: bool) -> None:
-        put = _add if add else _clear
+        put = add_bit if add else clear_bit
         for key, value in view.labels.items():
             put(self._labels.setdefault(key, {}), value, bit)
             if not self._labels[key]:
@@ -155,14 +122,14 @@ class NodeIndex:
         values = self._labels.get(req.key, {})
         op = req.operator
         if op in ("In", "NotIn"):
-            chosen = _bit_or(values.get(v, 0) for v in req.values)
+            chosen = bit_or(values.get(v, 0) for v in req.values)
             return chosen if op == "In" else self.all & ~chosen
         if op in ("Exists", "DoesNotExist"):
             having = self._keys.get(req.key, 0)
             return having if op == "Exists" else self.all & ~having
         wanted = req.number
         assert wanted is not None
-        return _bit_or(
+        return bit_or(
             mask
             for value, mask in values.items()
             if (n := parse_int64(value)) is not None and (n > wanted if op == "Gt" else n < wanted)
@@ -177,7 +144,7 @@ class NodeIndex:
         return mask
 
     def _tolerated(self, tolerations: tuple[Toleration, ...]) -> int:
-        return _bit_or(
+        return bit_or(
             mask
             for taints, mask in self._taints.items()
             if all(tolerates(tolerations, t) for t in taints)
@@ -185,9 +152,9 @@ class NodeIndex:
 
     def _resource(self, resource: str, need: int) -> int:
         amounts = self._alloc.get(resource, {})
-        enough = _bit_or(mask for amount, mask in amounts.items() if amount >= need)
+        enough = bit_or(mask for amount, mask in amounts.items() if amount >= need)
         if resource == "pods":  # as verdict.py: a node that does not say is not held to it
-            enough |= self.all & ~_bit_or(amounts.values())
+            enough |= self.all & ~bit_or(amounts.values())
         return enough | self._unsized
 
     def mask(self, check: Check) -> int:
@@ -201,8 +168,8 @@ class NodeIndex:
         if kind == "policy":
             assert check.requirement is not None
             return self.requirement(check.requirement)
-        if kind == "affinity":
-            return _bit_or(self.term(t) for t in check.terms)
+        if kind in ("affinity", "shape"):
+            return bit_or(self.term(t) for t in check.terms)
         if kind == "selector":
             mask = self.all
             for key, value in check.selector:
@@ -306,11 +273,23 @@ class NodeIndex:
             if failing & ~self._keys.get(key, 0):
                 found.append("absent")
             return tuple(found)
+        if check.kind == "shape":
+            return self._absent(check, failing)
         if check.kind == "resource":
             amounts = self._alloc.get(check.resource, {})
             found = sorted(a for a, m in amounts.items() if m & failing)
             shown = [str(a) for a in found]
-            if failing & ~_bit_or(amounts.values()):
+            if failing & ~bit_or(amounts.values()):
                 shown.insert(0, "0")
             return tuple(shown)
         return ()
+
+    def _absent(self, check: Check, failing: int) -> tuple[str, ...]:
+        """Labels the kubelet-shape terms read that failing nodes lack (an older agent)."""
+        found = []
+        for key in sorted({r.key for t in check.terms for r in t.requirements}):
+            if lacking := failing & ~self._keys.get(key, 0):
+                names = [v.name for _, v in itertools.islice(self._views_in(lacking), 2)]
+                more = ", …" if lacking.bit_count() > len(names) else ""
+                found.append(f"no {key.removeprefix(LABEL_PREFIX)} on {', '.join(names)}{more}")
+        return tuple(found)

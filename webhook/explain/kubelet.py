@@ -1,43 +1,51 @@
 """The node's kubelet as the last check: would its Topology Manager admit the pod once
-kube-scheduler bound it there (webhook/explain/numa.py has the model)."""
+kube-scheduler bound it there (webhook/topology/ has the one model)."""
 
 from __future__ import annotations
 
 from common.vocabulary import Label
 from webhook.explain.checks import Check, PodPlan
-from webhook.explain.nodes import NodeView
-from webhook.explain.numa import ALIGNING, topology_refusal
+from webhook.topology.admission import idle_refusal
+from webhook.topology.filters.nodes import NodeView
+from webhook.topology.kubelet import config_from_labels
 
-__all__ = ["topology_failure", "topology_key"]
+__all__ = ["kubelet_note", "topology_failure", "topology_key"]
 
-# The node labels the kubelet's admission depends on (numa.topology_refusal reads these).
+# The node labels the kubelet's admission depends on (topology.kubelet reads these).
 _KUBELET_LABELS = (
     Label.TOPOLOGY_MANAGER_POLICY,
     Label.TOPOLOGY_MANAGER_SCOPE,
     Label.CPU_MANAGER_POLICY,
     Label.MEMORY_MANAGER_POLICY,
+    Label.TOPOLOGY_MANAGER_MAX_NUMA_NODES,
+    Label.TOPOLOGY_MANAGER_PREFER_CLOSEST,
 )
 
 
 def topology_failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
-    """The node's kubelet refusing the pod at admission (webhook/explain/numa.py)."""
-    pod_scope = node.labels.get(Label.TOPOLOGY_MANAGER_SCOPE) == "pod"
-    return topology_refusal(
+    """The node's kubelet refusing the pod at admission, on the node's hardware."""
+    return idle_refusal(
         node.labels,
         node.numa,
-        node.allocatable.get("memory", 0),
-        (plan.requests,) if pod_scope else plan.containers,
-        guaranteed=plan.guaranteed,
+        node.allocatable,
+        plan.units,
         gpu_resource=plan.gpu_resource,
         rdma_resource=check.resource,
     )
+
+
+def kubelet_note(node: NodeView) -> str | None:
+    """What the model does not know of this node's kubelet (then it judges it not aligning)."""
+    unknown = config_from_labels(node.labels).unknown
+    return f"{unknown}: judged as not aligning" if unknown else None
 
 
 def topology_key(node: NodeView) -> tuple[object, ...] | None:
     """Everything of `node` that topology_failure reads: nodes with equal keys get the same
     verdict for any pod, so the node cache judges one node per key. None for a node whose
     kubelet never refuses on topology (no aligning policy, or no NUMA shape known)."""
-    if node.numa is None or node.labels.get(Label.TOPOLOGY_MANAGER_POLICY) not in ALIGNING:
+    if node.numa is None or not config_from_labels(node.labels).aligning:
         return None
     labels = tuple(node.labels.get(key) for key in _KUBELET_LABELS)
-    return (labels, node.numa, node.allocatable.get("memory", 0))
+    alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
+    return (labels, node.numa, alloc)

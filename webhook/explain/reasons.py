@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from common.vocabulary import DATASET_PREFIX, LABEL_PREFIX, Label, is_owned_key
-from webhook.explain.selectors import Requirement, parse_int64
+from webhook.topology.filters.selectors import Requirement, parse_int64
 
 __all__ = ["AGENT_MISSING", "describe", "describe_preferred", "has_agent_labels", "or_list"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from webhook.explain.requests import format_amount
 from webhook.explain.verdict import Explanation
+from webhook.topology.requests import format_amount
 
 __all__ = ["to_json", "to_json_text", "to_table"]
 
@@ -43,6 +43,7 @@ def to_json(explanation: Explanation) -> dict[str, Any]:
                     if v.pairs is not None
                     else None
                 ),
+                "notes": list(v.notes),
             }
             for v in explanation.nodes
         ],
@@ -62,6 +63,7 @@ def to_table(explanation: Explanation) -> str:
     rows = [("NODE", "FITS", "SCORE", *(("PAIRS",) if pairs else ()), "REASON")]
     for v in explanation.nodes:
         why = v.reason if v.reason is not None else "; ".join(v.preferred)
+        why = "; ".join([why, *v.notes]) if v.notes and why else why or "; ".join(v.notes)
         paired = () if not pairs else ("-" if v.pairs is None else _yes(v.pairs.guaranteed),)
         rows.append((v.node, _yes(v.fits), str(v.score), *paired, why))
     last = len(rows[0]) - 1

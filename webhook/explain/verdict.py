@@ -15,21 +15,21 @@ from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import Check, PodPlan, plan_for
 from webhook.explain.free import NUMA_FREE_CHECK, ZonesOf, free_refusal
-from webhook.explain.kubelet import topology_failure
-from webhook.explain.nodes import NodeView
-from webhook.explain.pairs.verdict import PairsVerdict, pairs_verdict
+from webhook.explain.kubelet import kubelet_note, topology_failure
+from webhook.explain.pairs import PairsVerdict, pairs_verdict
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
-from webhook.explain.requests import Amounts, format_amount
-from webhook.explain.selectors import first_failing, term_matches
-from webhook.explain.tolerations import (
+from webhook.policy.loader import PolicySet
+from webhook.policy.model import PlacementPolicy
+from webhook.topology.filters.nodes import NodeView
+from webhook.topology.filters.selectors import first_failing, term_matches
+from webhook.topology.filters.tolerations import (
     NOT_READY_TAINTS,
     UNSCHEDULABLE_TAINT,
     Taint,
     tolerates,
     untolerated,
 )
-from webhook.policy.loader import PolicySet
-from webhook.policy.model import PlacementPolicy
+from webhook.topology.requests import Amounts, format_amount
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 __all__ = [
@@ -54,6 +54,7 @@ class NodeVerdict:
     preferred: tuple[str, ...]  # those terms, in words
     # Whether the GPU↔NIC pairs the policy asks for are guaranteed here; None: none asked.
     pairs: PairsVerdict | None = None
+    notes: tuple[str, ...] = ()  # what the model could not judge here, in words
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,7 @@ def _resource_reason(check: Check, node: NodeView) -> str | None:
     return f"allocatable {check.resource} {show(check.resource, allocatable)} < {need}"
 
 
-def _affinity_reason(check: Check, node: NodeView) -> str | None:
+def _affinity_reason(check: Check, node: NodeView, who: str = "node affinity") -> str | None:
     terms = check.terms
     if any(term_matches(t, node.labels, node.name) for t in terms):
         return None
@@ -128,8 +129,20 @@ def _affinity_reason(check: Check, node: NodeView) -> str | None:
     best = min(terms, key=failing)
     req = first_failing(best.requirements, node.labels, node.name)
     assert req is not None  # the term does not match, so one requirement fails
-    text = describe(req, node.labels, node.name, who="node affinity")
+    text = describe(req, node.labels, node.name, who=who)
     return text + (f" (none of {len(terms)} terms match)" if len(terms) > 1 else "")
+
+
+def _shape_reason(check: Check, node: NodeView, plan: PodPlan) -> str | None:
+    """The policy's kubelet-shape terms leave the node out: the model's reason when its
+    kubelet would refuse the pod, else which label the terms miss (an older agent)."""
+    closest = _affinity_reason(check, node, who="kubelet shape")
+    if closest is None:
+        return None
+    refusal = topology_failure(check, node, plan)
+    if refusal is not None:
+        return f"left out by the policy's node affinity: {refusal}"
+    return closest
 
 
 def failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
@@ -149,6 +162,8 @@ def failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
         return describe(req, node.labels, node.name, who="policy", need=check.need)
     if kind == "affinity":
         return _affinity_reason(check, node)
+    if kind == "shape":
+        return _shape_reason(check, node, plan)
     if kind == "selector":
         for key, value in check.selector:
             if node.labels.get(key) != value:
@@ -192,6 +207,7 @@ def evaluate(plan: PodPlan, node: NodeView) -> NodeVerdict:
             f"{describe_preferred(p.term.requirements)} (+{p.weight})" for p in matched
         ),
         pairs=pairs_verdict(plan.applied, plan, node.labels, node.pairing),
+        notes=tuple(n for n in (kubelet_note(node),) if n is not None),
     )
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from webhook.policy.base import StrictModel as _Model
 from webhook.policy.dra import Dra, template_name_problem
 from webhook.policy.fields import (
     SOURCE_SCHEMES,
@@ -31,11 +31,11 @@ from webhook.policy.fields import (
     MountPath,
     NamespaceGlob,
     NonEmptyLabelValue,
-    Quantity,
     SchedulerName,
     SecretName,
     SourceUrl,
 )
+from webhook.policy.resources import Rdma, Resources, WholeNumaNodes
 
 __all__ = [
     "API_VERSION",
@@ -65,31 +65,13 @@ TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-n
 REFUSING_TOPOLOGY_POLICIES = ("restricted", "single-numa-node")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        # YAML spelling only: a snake_case key is an unknown field, not a silent alias.
-        alias_generator=to_camel,
-        use_attribute_docstrings=True,
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_means_default(cls, data: Any) -> Any:
-        # `launcher:` with nothing after it is null in YAML; treat it as "not given".
-        if isinstance(data, dict) and None in data.values():
-            return {k: v for k, v in data.items() if v is not None}
-        return data
-
-
 class Metadata(_Model):
     """Object metadata; `name` is what pods put in their `topoplace.io/policy` label."""
 
     name: NonEmptyLabelValue
     """Policy name: a valid label value (pods select it by label)."""
-    labels: dict[LabelKey, LabelValue] = {}
-    annotations: dict[str, str] = {}
+    labels: dict[LabelKey, LabelValue] = Field(default={})
+    annotations: dict[str, str] = Field(default={})
 
 
 class Placement(_Model):
@@ -105,7 +87,7 @@ class Placement(_Model):
         Annotated[list[Literal[TOPOLOGY_MANAGER_POLICIES]], Field(min_length=1)] | None  # type: ignore[valid-type]
     ) = None
     """Acceptable kubelet topologyManagerPolicy values."""
-    required_labels: dict[LabelKey, LabelValue] = {}
+    required_labels: dict[LabelKey, LabelValue] = Field(default={})
     """Extra node label = value requirements."""
     numa_aware_scheduler: SchedulerName | None = None
     """Scheduler the pod's spec.schedulerName names, one that knows each NUMA node's free
@@ -126,55 +108,6 @@ class Placement(_Model):
                 "node cannot hold"
             )
         return self
-
-
-class WholeNumaNodes(_Model):
-    """The NUMA node of the machines the policy is for, as the device-plugin path sees it."""
-
-    gpus: Annotated[int, Field(gt=0, strict=True)]
-    """GPUs on one NUMA node."""
-    nics: Annotated[int, Field(gt=0, strict=True)]
-    """NICs the RDMA resource holds on one NUMA node."""
-
-
-class Rdma(_Model):
-    """RDMA device-plugin resource requested per GPU."""
-
-    resource: ExtendedResource
-    """Extended resource name, e.g. rdma/ib or nvidia.com/hostdev."""
-    per_gpu: Annotated[int, Field(gt=0, strict=True)] = 1
-    """Devices per GPU (a positive integer)."""
-    whole_numa_nodes: WholeNumaNodes | None = None
-    """Request `nics` NICs per `gpus` GPUs or part of them instead of perGpu: the pod then
-    holds every NIC of the NUMA nodes its GPUs take, so each GPU's partner NIC too (the
-    kubelet aligns NUMA nodes, not PCIe switches)."""
-
-    def count(self, gpus: int) -> int:
-        """NICs to request for `gpus` GPUs."""
-        whole = self.whole_numa_nodes
-        if whole is None:
-            return gpus * self.per_gpu
-        return -(-gpus // whole.gpus) * whole.nics
-
-
-class Resources(_Model):
-    """CPU, memory and RDMA for the pod's containers."""
-
-    guaranteed: bool = True
-    """Make every container Guaranteed QoS (requests == limits) with integer CPUs for workers."""
-    cpu_per_gpu: Annotated[Decimal, Field(gt=0, allow_inf_nan=False)] | None = None
-    """CPUs per GPU for workers that set no CPU."""
-    memory_per_gpu: Quantity | None = None
-    """Memory per GPU (a Kubernetes quantity, e.g. 96Gi) for workers that set no memory."""
-    rdma: Rdma | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_cpu(cls, data: Any) -> Any:
-        # Decimal's lax mode would read `cpuPerGpu: true` as 1.
-        if isinstance(data, dict) and isinstance(data.get("cpuPerGpu"), bool):
-            raise ValueError("cpuPerGpu must be a number, not a boolean")
-        return data
 
 
 class Dataset(_Model):
@@ -224,9 +157,9 @@ class PolicySpec(_Model):
     """Worker container names; default: containers with a GPU limit."""
     placement: Placement = Placement()
     resources: Resources = Resources()
-    datasets: list[Dataset] = []
+    datasets: list[Dataset] = Field(default=[])
     launcher: Launcher = Launcher()
-    env: dict[EnvName, EnvValue] = {}
+    env: dict[EnvName, EnvValue] = Field(default={})
     """Environment added to workers; never overrides a variable the container sets."""
     dra: Dra | None = None
     """Allocate GPUs (and paired NICs) through DRA ResourceClaimTemplates."""

@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 from webhook.policy.loader import PolicySet
-from webhook.policy.model import PlacementPolicy
+from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, PlacementPolicy
+from webhook.policy.quantity import format_cpu, format_memory, parse_quantity
 
 __all__ = ["asks_pairs", "policy_notes"]
 
 _PAIRING_LINKS = ("PIX", "PXB")
+_SHOWN_GPUS = (1, 2, 4, 8)
 
 
 def asks_pairs(policy: PlacementPolicy) -> bool:
@@ -34,4 +36,39 @@ def policy_notes(policies: PolicySet) -> list[str]:
                 "of its RDMA resource on its GPUs' NUMA nodes (docs/policies.md, What each path "
                 "guarantees)"
             )
+        shapes = _kubelet_shapes(policy)
+        if shapes is not None:
+            notes.append(f"{policies.origins[name]}: policy {name} {shapes}")
     return notes
+
+
+def _per_worker(policy: PlacementPolicy, gpus: int) -> str:
+    resources = policy.spec.resources
+    share = resources.whole_numa_nodes
+    parts = []
+    for name, per_gpu, per_numa in (
+        ("cpu", resources.cpu_per_gpu, share.cpu if share else None),
+        ("memory", resources.memory_per_gpu, share.memory if share else None),
+    ):
+        if per_numa is not None and share is not None:
+            total = parse_quantity(per_numa) * -(-gpus // share.gpus)
+        elif per_gpu is not None:
+            total = parse_quantity(per_gpu) * gpus
+        else:
+            continue
+        parts.append(format_cpu(total) + " CPUs" if name == "cpu" else format_memory(total))
+    return f"{gpus} GPU{'s' if gpus != 1 else ''}: {', '.join(parts) or 'as the pod sets'}"
+
+
+def _kubelet_shapes(policy: PlacementPolicy) -> str | None:
+    """What a policy that lets pods meet aligning kubelets will do about them."""
+    listed = policy.spec.placement.topology_manager_policies or []
+    aligning = [p for p in listed if p in REFUSING_TOPOLOGY_POLICIES]
+    if not aligning:
+        return None
+    shown = "; ".join(_per_worker(policy, n) for n in _SHOWN_GPUS)
+    return (
+        f"lets pods meet {' and '.join(aligning)} kubelets: each pod's node affinity keeps it "
+        "to the node shapes whose kubelet admits it, and it waits Pending where none does "
+        f"(docs/policies.md, Kubelet-shape terms); a worker gets {shown}"
+    )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.explain.requests import container_requests, guaranteed, pod_requests
+from webhook.topology.admission import pod_units
 from webhook.topology.fit import FreeFit, free_fit
 from webhook.topology.zones import NodeZones
 
@@ -60,23 +60,18 @@ def parse_args(doc: Any) -> ExtenderArgs:
     return ExtenderArgs(pod, tuple(names))
 
 
-def _judge(args: ExtenderArgs, zones: NodeZones) -> FreeFit:
-    spec = args.pod["spec"]
-    units = [pod_requests(spec)] if zones.scope == "pod" else list(container_requests(spec))
-    return free_fit(zones, units, guaranteed=guaranteed(spec), policy=None)
-
-
 def filter_nodes(args: ExtenderArgs, zones_of: ZonesOf) -> dict[str, Any]:
     """ExtenderFilterResult: the nodes whose NUMA nodes hold the pod now, and why not the rest.
 
     Failed nodes go to FailedNodes, not FailedAndUnresolvableNodes: evicting a lower-priority
     pod frees GPUs, so preemption can help.
     """
+    units = pod_units(args.pod["spec"])
     passed: list[str] = []
     failed: dict[str, str] = {}
     for name in args.nodes:
         zones = zones_of(name)
-        verdict = _judge(args, zones) if zones is not None else FreeFit(True)
+        verdict = free_fit(zones, units) if zones is not None else FreeFit(True)
         if verdict.fits:
             passed.append(name)
         else:
@@ -87,12 +82,13 @@ def filter_nodes(args: ExtenderArgs, zones_of: ZonesOf) -> dict[str, Any]:
 def prioritize(args: ExtenderArgs, zones_of: ZonesOf) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
+    units = pod_units(args.pod["spec"])
     out = []
     for name in args.nodes:
         zones = zones_of(name)
         score = 0
         if zones is not None:
-            verdict = _judge(args, zones)
+            verdict = free_fit(zones, units)
             if verdict.fits:
                 score = round(MAX_SCORE * verdict.tightness)
         out.append({"Host": name, "Score": score})

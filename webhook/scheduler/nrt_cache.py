@@ -1,8 +1,7 @@
 """Every node's NodeResourceTopology, kept from a list+watch, for the extender, `explain`
 and the admission warning.
 
-List then watch from the list's resourceVersion; a watch that ends resumes from the last
-resourceVersion seen, 410 Gone or any failure relists after a capped, jittered backoff. The
+List, watch, resume, relist on 410 Gone and back off as common/kube/listwatch.py does. The
 CRD absent (404: neither NFD nor Topoplace's component installed) is logged once and retried
 at the backoff's cap: nothing reads free capacity meanwhile, and everything behaves as
 without the objects. A malformed object is logged and left out. Only `NodeZones` are kept.
@@ -17,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from common.backoff import Backoff, Sleep
+from common.kube.listwatch import ListWatch, Snapshot
 from common.node_resource_topology import GROUP, PLURAL, VERSION
-from webhook.kube_read import ApiError, list_all, watch_events
+from webhook.kube_read import ApiError
 from webhook.topology.zones import (
     NodeZones,
     ZoneError,
@@ -29,7 +29,6 @@ __all__ = ["ABSENT_RECHECK_S", "NrtCache"]
 
 logger = logging.getLogger(__name__)
 
-_WATCH_SECONDS = 290
 ABSENT_RECHECK_S = 60.0  # the CRD may be installed later (NFD, or our component)
 _RESOURCE = {"group": GROUP, "version": VERSION, "plural": PLURAL}
 
@@ -39,7 +38,6 @@ class NrtCache:
         self.zones: dict[str, NodeZones] = {}
         self.ready = False
         self.generation = 0  # bumped on every change: cached verdicts compare it
-        self.resource_version = ""
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self._said_absent = False
@@ -63,29 +61,22 @@ class NrtCache:
             await self.follow(client.CustomObjectsApi(api))
 
     async def follow(self, custom: Any) -> None:
-        import aiohttp
+        await ListWatch(
+            custom.list_cluster_custom_object,
+            what="NodeResourceTopology cache",
+            params=_RESOURCE,
+            on_list=self._listed,
+            on_event=self.apply,
+            backoff=self._backoff,
+            sleep=self._sleep,
+            on_api_error=self._absent,
+            log=logger,
+        ).run()
 
-        while True:
-            try:
-                if not self.resource_version:
-                    await self._list(custom)
-                await self._watch(custom)
-                self._backoff.reset()
-            except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                self.resource_version = ""  # relist: never trust a gap
-                if isinstance(exc, ApiError) and exc.status == 404:
-                    await self._absent()
-                    continue
-                delay = self._backoff.next_delay(
-                    retry_after=exc.retry_after if isinstance(exc, ApiError) else None
-                )
-                logger.warning(
-                    "NodeResourceTopology cache: list/watch failed; retrying",
-                    extra={"error": str(exc) or type(exc).__name__, "retry_in_s": round(delay, 2)},
-                )
-                await self._sleep(delay)
-
-    async def _absent(self) -> None:
+    def _absent(self, exc: ApiError) -> float | None:
+        """404: the CRD is not installed; said once, checked again every minute."""
+        if exc.status != 404:
+            return None
         if not self._said_absent:
             logger.warning(
                 "NodeResourceTopology CRD not installed (topology.node.k8s.io/v1alpha2): free "
@@ -95,58 +86,34 @@ class NrtCache:
         if self.zones:
             self.zones = {}
             self.generation += 1
-        await self._sleep(ABSENT_RECHECK_S)
+        return ABSENT_RECHECK_S
 
-    async def _list(self, custom: Any) -> None:
-        items, version = await list_all(custom.list_cluster_custom_object, **_RESOURCE)
+    def _listed(self, snapshot: Snapshot) -> None:
         zones = {}
-        for item in items:
+        for item in snapshot.items:
             parsed = _parse(item)
             if parsed is not None:
                 zones[parsed.node] = parsed
         self.zones = zones  # swapped in whole
-        self.resource_version = version
         self.ready = True
         self.generation += 1
         if self._said_absent:
             logger.info("NodeResourceTopology CRD found", extra={"objects": len(zones)})
             self._said_absent = False
 
-    async def _watch(self, custom: Any) -> None:
-        response = await custom.list_cluster_custom_object(
-            **_RESOURCE,
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=_WATCH_SECONDS,
-            _preload_content=False,
-            _request_timeout=_WATCH_SECONDS + 60,
-        )
-        async for event in watch_events(response):
-            self.apply(event)
-
-    def apply(self, event: Mapping[str, Any]) -> None:
-        """One watch event."""
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            raise ApiError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
+    def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """One ADDED, MODIFIED or DELETED object."""
         name = str((obj.get("metadata") or {}).get("name") or "")
-        if kind in ("ADDED", "MODIFIED"):
+        if kind == "DELETED":
+            self.zones.pop(name, None)
+        else:
             # In place: readers share this event loop, so none sees a half-made change.
             parsed = _parse(obj)
             if parsed is None:
                 self.zones.pop(name, None)
             else:
                 self.zones[name] = parsed
-            self.generation += 1
-        elif kind == "DELETED":
-            self.zones.pop(name, None)
-            self.generation += 1
-        elif kind != "BOOKMARK":
-            raise ValueError(f"unknown watch event type {kind!r}")
-        version = (obj.get("metadata") or {}).get("resourceVersion")
-        if version:
-            self.resource_version = str(version)
+        self.generation += 1
 
 
 def _parse(obj: Mapping[str, Any]) -> NodeZones | None:

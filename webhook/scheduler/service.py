@@ -1,6 +1,6 @@
 """The NUMA-aware scheduling side of the webhook (`serve --numa-scheduling`), in one piece:
 the NodeResourceTopology watch, the extender routes over it, and the Lease check behind the
-admission warning for a policy whose scheduler is not running."""
+admission warning for a policy whose scheduler is not running (worded in webhook/warnings)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 from aiohttp import web
 
 from webhook.policy.loader import PolicySet
-from webhook.policy.model import PlacementPolicy
 from webhook.scheduler.leases import SchedulerLeases
 from webhook.scheduler.nrt_cache import NrtCache
 from webhook.scheduler.routes import add_routes
@@ -38,18 +37,6 @@ class NumaScheduling:
         return [self.zones.run(kubeconfig), self.leases.run(kubeconfig)]
 
     def stamp(self) -> tuple[object, ...]:
-        """Changes whenever `warnings` or the node cache's free-capacity check could answer
-        differently: a NodeResourceTopology event, a scheduler Lease's verdict."""
+        """Changes whenever the scheduler warning or the node cache's free-capacity check
+        could answer differently: a NodeResourceTopology event, a scheduler Lease's verdict."""
         return (self.zones.generation, self.leases.generation)
-
-    def warnings(self, pod: dict[str, Any], policy: PlacementPolicy | None) -> list[str]:
-        """The pod goes to the policy's scheduler, and that scheduler is not running."""
-        if policy is None:
-            return []
-        name = policy.spec.placement.numa_aware_scheduler
-        if name is None or (pod.get("spec") or {}).get("schedulerName") != name:
-            return []
-        problem = self.leases.problem(name)
-        if problem is None:
-            return []
-        return [f"{problem}: the pod stays Pending until it runs (placement.numaAwareScheduler)"]

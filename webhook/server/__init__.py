@@ -3,10 +3,11 @@
 `review` parses and checks the request, `response` builds the answer, `admission` decides
 with the engine, `app` is the aiohttp application (access log, health, drain on SIGTERM),
 `tls` serves and reloads the key pair, `reload` swaps the policy set when its files change,
-`metrics` is the Prometheus registry, `node_cache` lists and watches nodes for the no-fit
-warning (through `webhook.kube_read`, which `explain --kubeconfig` shares). With
-`--numa-scheduling` the app also mounts `webhook.scheduler`'s extender routes and warnings.
+`metrics` is the Prometheus registry, `node_cache` lists and watches nodes for the
+placement warnings, which `webhook.warnings` decides and fits, and `template_cache` the DRA
+templates (both on `common.kube.listwatch`). With `--numa-scheduling` the app also mounts
+`webhook.scheduler`'s extender routes and reads its Lease verdicts.
 
-Imports: `scheduler`, `explain`, `engine`, `policy`, the webhook wire formats and `common`;
-never `certs` or `cli`.
+Imports: `scheduler`, `warnings`, `explain`, `engine`, `policy`, the webhook wire formats and
+`common`; never `certs` or `cli`.
 """

@@ -7,15 +7,16 @@ handling because admitting has no side effects (`sideEffects: None`).
 
 An unexpected engine exception fails open: logged with the request uid, answered
 `allowed: true` with a warning, so a webhook bug never blocks pod creation cluster-wide.
-With a fit check (the node cache), a mutated pod that fits no node gets one more warning;
-the check never denies, and a failure in it only loses the warning.
+With a fit check (webhook/warnings: the node cache, the scheduler's Lease), a mutated pod
+gets the placement warnings, already fitted, after the engine's; the check never denies,
+and a failure in it only loses those warnings.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from webhook.engine.mutation import EngineSettings, Mutation
@@ -35,25 +36,17 @@ __all__ = [
     "MutateFn",
     "Outcome",
     "PolicyAdmitter",
-    "combined",
 ]
 
 logger = logging.getLogger(__name__)
 
 Outcome = Literal["mutated", "unchanged", "passthrough", "denied", "failed_open"]
 MutateFn = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
-# (mutated pod, the policy applied or None) -> warnings: it fits no node, or not as asked
+# (mutated pod, the policy applied or None) -> warning lines as sent, `topoplace: ` and all
+# (webhook/warnings/placement.py): it fits no node, or not as asked
 FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], list[str]]
 
 _EMPTY = PolicySet()
-
-
-def combined(*checks: FitCheck | None) -> FitCheck | None:
-    """One FitCheck giving the warnings of each given check, in order (None: none given)."""
-    given = [c for c in checks if c is not None]
-    if len(given) <= 1:
-        return given[0] if given else None
-    return lambda pod, policy: [w for check in given for w in check(pod, policy)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +124,8 @@ class PolicyAdmitter:
         policies = self._policies() or _EMPTY
         try:
             mutation = self._mutate(pod, namespace, policies, self._settings)
-            if self._fit_check is not None and mutation.allowed:
-                mutation = self._with_fit_warning(mutation, policies)
-            return self._answer(uid, mutation, name, namespace)
+            placed = self._fit_warnings(mutation, policies) if mutation.allowed else []
+            return self._answer(uid, mutation, name, namespace, placed)
         except InvalidPod as exc:
             raise MalformedReview(f"request.object: {exc}") from None
         except Exception:
@@ -146,26 +138,28 @@ class PolicyAdmitter:
             review = build_response(uid, warnings=[warning])
             return Admission(review, "failed_open", policy, 0, name, namespace)
 
-    def _with_fit_warning(self, mutation: Mutation, policies: PolicySet) -> Mutation:
-        """Add the fit warnings; a failure here only loses them, never the pod."""
-        assert self._fit_check is not None
+    def _fit_warnings(self, mutation: Mutation, policies: PolicySet) -> list[str]:
+        """The placement warnings; a failure here only loses them, never the pod."""
+        if self._fit_check is None:
+            return []
         try:
             policy = applied_policy(mutation.pod, mutation.policy, policies)
-            warnings = self._fit_check(mutation.pod, policy)
+            return self._fit_check(mutation.pod, policy)
         except Exception:
             logger.exception("node fit check failed; admitting without it")
-            return mutation
-        if not warnings:
-            return mutation
-        return replace(mutation, warnings=[*mutation.warnings, *warnings])
+            return []
 
     @staticmethod
-    def _answer(uid: str, mutation: Mutation, name: str, namespace: str) -> Admission:
+    def _answer(
+        uid: str, mutation: Mutation, name: str, namespace: str, placed: list[str]
+    ) -> Admission:
         if not mutation.allowed:
             review = build_response(
                 uid, allowed=False, warnings=mutation.warnings, status_message=mutation.denial
             )
             return Admission(review, "denied", mutation.policy, 0, name, namespace)
-        review = build_response(uid, patch=mutation.patch, warnings=mutation.warnings)
+        review = build_response(
+            uid, patch=mutation.patch, warnings=mutation.warnings, fitted=placed
+        )
         outcome: Outcome = "mutated" if mutation.patch else "unchanged"
         return Admission(review, outcome, mutation.policy, len(mutation.patch), name, namespace)

@@ -28,7 +28,7 @@ from common.logsetup import log_fields
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.scheduler.service import NumaScheduling
-from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter, combined
+from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
 from webhook.server.answer_cache import CachedAdmitter
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.node_cache import NodeCache
@@ -38,6 +38,7 @@ from webhook.server.review import MalformedReview, parse_review
 from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
 from webhook.server.workload_admission import WorkloadAdmitter
+from webhook.warnings.placement import PlacementWarnings
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -210,8 +211,13 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         else None
     )
     nodes = NodeCache(zones=numa.zones if numa else None) if config.node_cache else None
-    fit_check = combined(
-        nodes.check if nodes is not None else None, numa.warnings if numa is not None else None
+    fit_check = (
+        PlacementWarnings(
+            nodes=nodes.check if nodes is not None else None,
+            scheduler_problem=numa.leases.problem if numa is not None else None,
+        )
+        if nodes is not None or numa is not None
+        else None
     )
     templates = TemplateCache() if config.claim_template_cache else None
     settings = (

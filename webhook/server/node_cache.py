@@ -1,12 +1,10 @@
 """The webhook's view of every node (labels, allocatable, taints), for the fit warnings: no
 node fits, kubelets that would refuse the pod, GPU↔NIC pairs not guaranteed.
 
-List then watch from the list's resourceVersion (with bookmarks), through kubernetes-asyncio
-reading raw JSON; a watch that ends is resumed from the last resourceVersion seen, a 410
-Gone (the version was compacted away) relists, any other failure retries with capped,
-jittered backoff (common/backoff.py, Retry-After honoured). Admission never waits for it:
+List then watch, resume, relist on 410 Gone and back off as common/kube/listwatch.py does;
+a node the cache cannot read relists after a backoff. Admission never waits for it:
 `check` answers from what is there and says nothing until the first list is in.
-Only a NodeView per node is kept (webhook/explain/nodes.py), never whole Node objects.
+Only a NodeView per node is kept (webhook/topology/filters/nodes.py), never whole Node objects.
 """
 
 from __future__ import annotations
@@ -18,25 +16,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from common.backoff import Backoff, Sleep
+from common.kube.listwatch import WATCH_SECONDS, ListWatch, Snapshot
 from webhook import jsonio
 from webhook.explain.checks import plan_for
-from webhook.explain.free import free_warning
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeError, NodeView
-from webhook.explain.pairs.verdict import pairs_verdict
-from webhook.explain.warning import kubelet_refusal_warning, no_fit_warning, pairs_warning
-from webhook.kube_read import ApiError, list_all, watch_events
 from webhook.policy.model import PlacementPolicy
-from webhook.policy.notes import asks_pairs
+from webhook.topology.filters.nodes import NodeError, NodeView
 from webhook.topology.zones import NodeZones
 from webhook.vocabulary import APPLIED_ANNOTATION
+from webhook.warnings.facts import IndexFacts
+from webhook.warnings.placement import node_warnings
 
 __all__ = ["WATCH_SECONDS", "NodeCache", "Zones"]
 
 logger = logging.getLogger(__name__)
-
-WATCH_SECONDS = 290  # the API server ends a watch after this; we resume from where it was
-
 
 _ANSWERS_MAX = 1024
 # What a verdict depends on in a mutated pod; the applied annotation names policy and content.
@@ -64,10 +57,6 @@ class Zones(Protocol):
     def get(self, node: str) -> NodeZones | None: ...
 
 
-class _Expired(Exception):
-    """410 Gone: the resourceVersion is too old to watch from; list again."""
-
-
 class NodeCache:
     def __init__(
         self,
@@ -80,13 +69,11 @@ class NodeCache:
         self.index = NodeIndex()
         self._zones = zones
         self.ready = False  # the first list is in
-        self.resource_version = ""
         self.lists = 0  # lists completed (tests wait on relists)
         self.events = 0  # watch events applied
         self._watch_seconds = watch_seconds
         self._backoff = backoff or Backoff()
         self._sleep = sleep
-        self._fresh = False  # listed, and no watch event since
         # pod signature -> (index, its generation and the zones', the answer then)
         self._answers: dict[bytes, tuple[NodeIndex, tuple[int, int], tuple[str, ...]]] = {}
 
@@ -98,8 +85,9 @@ class NodeCache:
         return (self.ready, index, index.generation)
 
     def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[str]:
-        """The fit warnings for a mutated pod: none when it fits somewhere with the pairs it
-        asks for, the cache is cold or no policy applied."""
+        """The node warnings for a mutated pod, fitted (webhook/warnings decides which): none
+        when it fits somewhere with the pairs it asks for, the cache is cold or no policy
+        applied."""
         if not self.ready or policy is None:
             return []
         index = self.index
@@ -109,24 +97,9 @@ class NodeCache:
         known = self._answers.get(key)
         if known is not None and known[0] is index and known[1] == generation:
             return list(known[2])  # the pods of one Job are alike: judged once per node change
-        plan = plan_for(pod, policy)
-        found: list[str | None] = []
-        if len(index):
-            fits, refusing = index.fit(plan)
-            if not fits:
-                found.append(no_fit_warning(plan, index.assess(plan), len(index)))
-            else:
-                found.append(kubelet_refusal_warning(plan, refusing))
-                if zones is not None and plan.gpus > 0:
-                    found.append(free_warning(plan, index.admitted_names(plan), zones.get))
-                if asks_pairs(policy):
-                    groups = [
-                        (verdict, count, names)
-                        for view, count, names in index.pair_groups(plan)
-                        if (verdict := pairs_verdict(policy, plan, view.labels, view.pairing))
-                    ]
-                    found.append(pairs_warning(plan, groups))
-        warnings = tuple(w for w in found if w is not None)
+        zones_of = zones.get if zones is not None else None
+        facts = IndexFacts(index, plan_for(pod, policy), policy, zones_of)
+        warnings = tuple(node_warnings(facts))
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()
         self._answers[key] = (index, generation, warnings)
@@ -147,68 +120,31 @@ class NodeCache:
             await self.follow(client.CoreV1Api(api))
 
     async def follow(self, core: Any) -> None:
-        import aiohttp
+        await ListWatch(
+            core.list_node,
+            what="node cache",
+            on_list=self._listed,
+            on_event=self._changed,
+            backoff=self._backoff,
+            sleep=self._sleep,
+            watch_seconds=self._watch_seconds,
+            handler_errors=(NodeError,),
+            log=logger,
+        ).run()
 
-        while True:
-            try:
-                if not self.resource_version:
-                    await self._list(core)
-                await self._watch(core)
-                self._backoff.reset()
-            except _Expired:
-                logger.info("node cache: watch expired (410); listing again")
-                self.resource_version = ""
-                if self._fresh:  # expired straight after a list: do not spin on it
-                    await self._sleep(self._backoff.next_delay())
-            except (ApiError, aiohttp.ClientError, TimeoutError, ValueError, NodeError) as exc:
-                retry_after = exc.retry_after if isinstance(exc, ApiError) else None
-                if isinstance(exc, ApiError) and exc.status == 410:
-                    self.resource_version = ""
-                delay = self._backoff.next_delay(retry_after=retry_after)
-                logger.warning(
-                    "node cache: list/watch failed; retrying",
-                    extra={"error": str(exc) or type(exc).__name__, "retry_in_s": round(delay, 2)},
-                )
-                await self._sleep(delay)
-
-    async def _list(self, core: Any) -> None:
-        items, version = await list_all(core.list_node)
+    def _listed(self, snapshot: Snapshot) -> None:
         # Built aside and swapped in whole: admission never sees a half-built index.
-        self.index = NodeIndex(NodeView.from_object(item) for item in items)
-        self.resource_version = version
+        self.index = NodeIndex(NodeView.from_object(item) for item in snapshot.items)
         self.ready = True
-        self._fresh = True
         self.lists += 1
-        logger.info("node cache: listed nodes", extra={"nodes": len(items), "rv": version})
-
-    async def _watch(self, core: Any) -> None:
-        response = await core.list_node(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_seconds,
-            _preload_content=False,
-            # The server ends the watch first; this only bounds a stream gone silent.
-            _request_timeout=self._watch_seconds + 60,
+        logger.info(
+            "node cache: listed nodes",
+            extra={"nodes": len(snapshot.items), "rv": snapshot.resource_version},
         )
-        async for event in watch_events(response):
-            self._apply(event)
 
-    def _apply(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        obj = event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise _Expired
-            raise ApiError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
-        version = (obj.get("metadata") or {}).get("resourceVersion")
-        if kind in ("ADDED", "MODIFIED"):
-            self.index.upsert(NodeView.from_object(obj))
-        elif kind == "DELETED":
+    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
             self.index.remove(str((obj.get("metadata") or {}).get("name")))
-        elif kind != "BOOKMARK":
-            raise ValueError(f"unknown watch event type {kind!r}")
-        if version:
-            self.resource_version = str(version)
-        self._fresh = False
+        else:
+            self.index.upsert(NodeView.from_object(obj))
         self.events += 1

@@ -8,8 +8,8 @@ warning instead (or denies it, `onMissing: deny`).
 
 List then watch, only templates labelled managed-by Topoplace, names kept and nothing else.
 Admission never waits: `lookup` answers None ("cannot tell", so the engine trusts the
-reconciler) until the first list is in. A watch that ends is resumed from the last
-resourceVersion; 410 Gone or any failure relists after a capped, jittered backoff.
+reconciler) until the first list is in. Watched as common/kube/listwatch.py watches: resumed
+from the last resourceVersion, relisted on 410 Gone, backing off on failures.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from common.backoff import Backoff, Sleep
-from webhook import jsonio
-from webhook.kube_read import ApiError, list_all, read_json
+from common.kube.listwatch import ListWatch, Snapshot
 
 __all__ = ["MANAGED_SELECTOR", "TemplateCache"]
 
@@ -30,14 +29,12 @@ logger = logging.getLogger(__name__)
 # The label the claim-templates command puts on its templates (webhook/claims/templates.py;
 # the server may not import that room, so tests/webhook/server checks the two agree).
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=topoplace"
-_WATCH_SECONDS = 290
 
 
 class TemplateCache:
     def __init__(self, *, backoff: Backoff | None = None, sleep: Sleep = asyncio.sleep) -> None:
         self.ready = False
         self.names: frozenset[tuple[str, str]] = frozenset()
-        self.resource_version = ""
         # Bumped whenever `lookup` could answer differently (admission caches compare it).
         self.generation = 0
         self._backoff = backoff or Backoff()
@@ -65,73 +62,33 @@ class TemplateCache:
             await self.follow(client.ResourceV1Api(api))
 
     async def follow(self, resource: Any) -> None:
-        import aiohttp
-
-        while True:
-            try:
-                if not self.resource_version:
-                    await self._list(resource)
-                await self._watch(resource)
-                self._backoff.reset()
-            except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                self.resource_version = ""  # relist: never trust a gap
-                delay = self._backoff.next_delay(
-                    retry_after=exc.retry_after if isinstance(exc, ApiError) else None
-                )
-                logger.warning(
-                    "template cache: list/watch failed; retrying",
-                    extra={"error": str(exc) or type(exc).__name__, "retry_in_s": round(delay, 2)},
-                )
-                await self._sleep(delay)
-
-    async def _list(self, resource: Any) -> None:
-        items, version = await list_all(
+        await ListWatch(
             resource.list_resource_claim_template_for_all_namespaces,
-            label_selector=MANAGED_SELECTOR,
-        )
-        self._set(frozenset(_key(item) for item in items))
-        self.resource_version = version
+            what="template cache",
+            params={"label_selector": MANAGED_SELECTOR},
+            on_list=self._listed,
+            on_event=self._changed,
+            backoff=self._backoff,
+            sleep=self._sleep,
+            log=logger,
+        ).run()
+
+    def _listed(self, snapshot: Snapshot) -> None:
+        self._set(frozenset(_key(item) for item in snapshot.items))
         if not self.ready:
             self.ready = True
             self.generation += 1
-
-    async def _watch(self, resource: Any) -> None:
-        response = await resource.list_resource_claim_template_for_all_namespaces(
-            watch=True,
-            label_selector=MANAGED_SELECTOR,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=_WATCH_SECONDS,
-            _preload_content=False,
-            _request_timeout=_WATCH_SECONDS + 60,
-        )
-        if response.status != 200:
-            await read_json(response)  # raises ApiError with the server's message
-        try:
-            async for line in response.content:
-                if line.strip():
-                    self._apply(jsonio.loads(line))
-        finally:
-            response.release()
 
     def _set(self, names: frozenset[tuple[str, str]]) -> None:
         if names != self.names:
             self.names = names
             self.generation += 1
 
-    def _apply(self, event: dict[str, Any]) -> None:
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            raise ApiError(int(obj.get("code") or 0), str(obj.get("message") or "watch error"))
-        if kind in ("ADDED", "MODIFIED"):
-            self._set(self.names | {_key(obj)})
-        elif kind == "DELETED":
+    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
             self._set(self.names - {_key(obj)})
-        elif kind != "BOOKMARK":
-            raise ValueError(f"unknown watch event type {kind!r}")
-        version = (obj.get("metadata") or {}).get("resourceVersion")
-        if version:
-            self.resource_version = str(version)
+        else:
+            self._set(self.names | {_key(obj)})
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:

@@ -9,7 +9,7 @@ the field that was wrong; the caches skip such an object and log it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -31,11 +31,13 @@ class ZoneError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Zone:
-    """One NUMA node: resource name -> available now (and allocatable, for the hardware)."""
+    """One NUMA node: resource name -> available now, allocatable (what the kubelet may hand
+    out there) and capacity (the hardware; allocatable where the object leaves it out)."""
 
     name: str
     available: Mapping[str, Decimal]
     allocatable: Mapping[str, Decimal]
+    capacity: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,19 +51,29 @@ class NodeZones:
         """Available `resource` per zone, in zone order."""
         return tuple(z.available.get(resource, Decimal(0)) for z in self.zones)
 
+    def reserved(self, resource: str) -> bool:
+        """The kubelet keeps some of `resource` back in a zone (allocatable < capacity)."""
+        return any(
+            z.allocatable.get(resource, Decimal(0)) < z.capacity.get(resource, Decimal(0))
+            for z in self.zones
+        )
+
 
 def _resources(zone: Mapping[str, Any], where: str) -> tuple[dict[str, Decimal], ...]:
     available: dict[str, Decimal] = {}
     allocatable: dict[str, Decimal] = {}
+    capacity: dict[str, Decimal] = {}
     for i, item in enumerate(zone.get("resources") or ()):
         if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
             raise ZoneError(f"{where}.resources[{i}]: needs a name")
         try:
             available[item["name"]] = parse_quantity(item.get("available", 0))
             allocatable[item["name"]] = parse_quantity(item.get("allocatable", 0))
+            hardware = item.get("capacity", item.get("allocatable", 0))
+            capacity[item["name"]] = parse_quantity(hardware)
         except QuantityError as exc:
             raise ZoneError(f"{where}.resources[{i}]: {exc}") from None
-    return available, allocatable
+    return available, allocatable, capacity
 
 
 def _attributes(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -83,8 +95,8 @@ def zones_from_object(obj: Mapping[str, Any]) -> NodeZones:
             raise ZoneError(f"{name}: zones[{i}] is not an object")
         if zone.get("type") != "Node":
             continue  # sockets, cores, caches: only NUMA nodes hold devices
-        available, allocatable = _resources(zone, f"{name}: zones[{i}]")
-        zones.append(Zone(str(zone.get("name") or i), available, allocatable))
+        available, allocatable, capacity = _resources(zone, f"{name}: zones[{i}]")
+        zones.append(Zone(str(zone.get("name") or i), available, allocatable, capacity))
     attributes = _attributes(obj)
     return NodeZones(
         node=name,

@@ -4,7 +4,10 @@ answers them for `fieldSelector=spec.nodeName=<node>`.
 A list returns a `PodList` whose `metadata.resourceVersion` a watch can resume from; a watch
 (`watch=true`) streams one JSON event per line (ADDED / MODIFIED / DELETED), first the
 history after the given resourceVersion, then live changes, until `timeoutSeconds`, the
-server stopping, or `expire_watches()` (410 Gone, as after an etcd compaction).
+server stopping, `expire_watches()` (410 Gone, as after an etcd compaction) or
+`drop_watches()` (the connection cut mid-stream). `bookmark()` sends watches that asked for
+bookmarks (`allowWatchBookmarks`) a BOOKMARK at a newer resourceVersion, as kube-apiserver does
+while other resources change.
 """
 
 from __future__ import annotations
@@ -70,8 +73,10 @@ class PodStore:
     history: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
     rv: int = 1000
     lists: int = 0  # list requests answered, to wait on relists
+    watches: list[dict[str, str]] = field(default_factory=list)  # each watch request's query
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _expired: int = 0  # watches from a resourceVersion at or below this get 410
+    _drops: int = 0  # drop_watches() calls: a watch that saw fewer cuts its connection
 
     def _record(self, kind: str, obj: dict[str, Any]) -> None:
         self.rv += 1
@@ -98,6 +103,20 @@ class PodStore:
 
     def expire_watches(self) -> None:
         self._expired = self.rv
+        self._wake()
+
+    def drop_watches(self) -> None:
+        """Cut every open watch's connection mid-stream (no end of the chunked body)."""
+        self._drops += 1
+        self._wake()
+
+    def bookmark(self) -> None:
+        """Another resource changed: the version moves on, and watches hear a BOOKMARK."""
+        self.rv += 1
+        self.history.append((self.rv, "BOOKMARK", {"metadata": {"resourceVersion": str(self.rv)}}))
+        self._wake()
+
+    def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -114,8 +133,11 @@ class PodStore:
                     "items": items,
                 }
             )
+        self.watches.append(dict(request.query))
         since = int(request.query.get("resourceVersion") or self.rv)
         timeout = float(request.query.get("timeoutSeconds") or 60)
+        bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1", "True")
+        drops = self._drops
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         loop = asyncio.get_running_loop()
@@ -125,8 +147,12 @@ class PodStore:
             if since <= self._expired:
                 await resp.write(json.dumps({"type": "ERROR", "object": _GONE}).encode() + b"\n")
                 break
+            if drops != self._drops and request.transport is not None:
+                request.transport.abort()
+                return resp
             for rv, kind, obj in self.history:
-                if rv > sent and _selected(obj, selector):
+                wanted = bookmarks if kind == "BOOKMARK" else _selected(obj, selector)
+                if rv > sent and wanted:
                     await resp.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                 sent = max(sent, rv)
             changed = self._changed

@@ -196,3 +196,30 @@ def test_validate_notes_pairs_that_need_the_whole_numa_node_or_dra(cli, tmp_path
         "spec.dra: on the device-plugin path they hold only when a pod takes every NIC of its "
         "RDMA resource on its GPUs' NUMA nodes (docs/policies.md, What each path guarantees)"
     )
+
+
+def test_validate_says_what_a_policy_does_on_aligning_kubelets(cli, tmp_path):
+    write_yaml(
+        tmp_path / "a.yaml",
+        policy_doc(
+            "full",
+            placement={"topologyManagerPolicies": ["restricted"]},
+            resources={"wholeNumaNodes": {"gpus": 4, "cpu": 100, "memory": "900Gi"}},
+        ),
+        policy_doc("calm", placement={"topologyManagerPolicies": ["best-effort"]}),
+    )
+    result = cli("validate", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    (note,) = result.stderr.strip().splitlines()
+    assert "policy full lets pods meet restricted kubelets" in note
+    assert "4 GPUs: 100 CPUs, 900Gi; 8 GPUs: 200 CPUs, 1800Gi" in note
+
+
+def test_validate_refuses_two_rules_for_one_amount(cli, tmp_path):
+    write_yaml(
+        tmp_path / "a.yaml",
+        policy_doc("both", resources={"cpuPerGpu": 12, "wholeNumaNodes": {"gpus": 4, "cpu": 100}}),
+    )
+    result = cli("validate", str(tmp_path))
+    assert result.returncode == 1
+    assert "wholeNumaNodes.cpu and cpuPerGpu both say how much cpu a worker gets" in result.stderr

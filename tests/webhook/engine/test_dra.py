@@ -81,7 +81,15 @@ def test_gpu_limit_becomes_a_claim_from_the_template_for_that_count() -> None:
 
 def test_affinity_keeps_only_what_dra_does_not_enforce() -> None:
     new = mutate(make_pod(trainer(4)), "ml-team", POLICIES, SETTINGS).pod
-    assert required_keys(new) == {Label.TOPOLOGY_MANAGER_POLICY, "example.com/pool"}
+    # No GPU↔NIC or GPU-count terms; the kubelet still aligns CPUs and memory (claims get no
+    # Topology Manager hints), so the kubelet-shape terms may name those.
+    kubelet_shape = {
+        Label.TOPOLOGY_MANAGER_SCOPE, Label.CPU_MANAGER_POLICY, Label.MEMORY_MANAGER_POLICY,
+        Label.MAX_CPUS_PER_NUMA_NODE, Label.MAX_MEMORY_GIB_PER_NUMA_NODE, Label.NUMA_NODES,
+    }  # fmt: skip
+    keys = required_keys(new)
+    assert {Label.TOPOLOGY_MANAGER_POLICY, "example.com/pool"} <= keys
+    assert keys - {Label.TOPOLOGY_MANAGER_POLICY, "example.com/pool"} <= kubelet_shape
     preferred = new["spec"]["affinity"]["nodeAffinity"]
     assert preferred["preferredDuringSchedulingIgnoredDuringExecution"]  # datasets kept
 

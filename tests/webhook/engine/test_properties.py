@@ -151,11 +151,14 @@ def test_user_data_is_preserved(policy_set, pod):
     key = "requiredDuringSchedulingIgnoredDuringExecution"
     old_terms = old_aff.get(key, {}).get("nodeSelectorTerms", [])
     new_terms = new_aff.get(key, {}).get("nodeSelectorTerms", [])
-    assert len(new_terms) == max(len(old_terms), 1 if new_terms else 0)
-    for old, new in zip(old_terms, new_terms, strict=False):
-        assert new.get("matchFields") == old.get("matchFields")
-        old_exprs = old.get("matchExpressions", [])
-        assert new.get("matchExpressions", [])[: len(old_exprs)] == old_exprs
+    # Each user term is kept, once per kubelet-shape alternative when the policy has them.
+    per = len(new_terms) // max(len(old_terms), 1)
+    assert len(new_terms) == per * max(len(old_terms), 1 if new_terms else 0)
+    for i, old in enumerate(old_terms):
+        for new in new_terms[i * per : (i + 1) * per]:
+            assert new.get("matchFields") == old.get("matchFields")
+            old_exprs = old.get("matchExpressions", [])
+            assert new.get("matchExpressions", [])[: len(old_exprs)] == old_exprs
     pref = "preferredDuringSchedulingIgnoredDuringExecution"
     old_pref = old_aff.get(pref, [])
     assert new_aff.get(pref, [])[: len(old_pref)] == old_pref

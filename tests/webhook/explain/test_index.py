@@ -1,11 +1,10 @@
 """The bit-mask index (the webhook's node cache) agrees with the per-node verdicts of
-`explain`, and the admission warning it words stays short and names the nearest misses."""
+`explain` (the warning it words: tests/webhook/warnings)."""
 
 from __future__ import annotations
 
 import copy
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +13,9 @@ from tests.webhook.explain.conftest import POLICIES
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.explain.verdict import applied_policy, evaluate
-from webhook.explain.warning import LIMIT, no_fit_warning
 from webhook.policy.loader import load_policy_dir
+from webhook.topology.filters.nodes import NodeView
 
 POLICY_SET = load_policy_dir(POLICIES)
 
@@ -104,38 +102,3 @@ def test_updates_and_removals_keep_the_index_exact(nodes: list[dict[str, Any]]) 
         index.remove(view.name)
     assert len(index) == 0 and index.all == 0
     assert index.upsert(views[0]) and len(index) == 1
-
-
-def test_the_warning_names_the_nearest_misses_within_256_characters(
-    nodes: list[dict[str, Any]],
-) -> None:
-    index = NodeIndex(NodeView.from_object(n) for n in nodes)
-    result = mutate(gpu_pod("single-numa-partial", 8), "ml-team", POLICY_SET)
-    plan = plan_for(result.pod, POLICY_SET.get("single-numa-partial"))
-    warning = no_fit_warning(plan, index.assess(plan), len(index))
-    assert warning is not None and len(warning) <= LIMIT
-    assert warning.startswith("no node fits placement policy single-numa-partial for 8 GPUs: ")
-    assert "fail gpu-nic-link (NODE, PHB, absent)" in warning
-    assert "6 nodes fail max-gpus-per-numa-node (2, 4)" in warning
-    assert "1 lack topoplace labels" in warning
-    assert warning.endswith("run `kubectl topoplace explain`")
-
-
-def test_a_long_warning_is_cut_not_overflowing(tmp_path: Path) -> None:
-    # Many distinct failing checks: a policy with long required labels.
-    keys = [f"example.com/requirement-with-a-long-name-{i}" for i in range(12)]
-    labels = "\n".join(f"      {k}: yes-it-is" for k in keys)
-    (tmp_path / "long.yaml").write_text(
-        "apiVersion: topoplace.io/v1alpha1\nkind: PlacementPolicy\n"
-        f"metadata: {{name: long}}\nspec:\n  placement:\n    requiredLabels:\n{labels}\n"
-    )
-    policies = load_policy_dir(tmp_path)
-    views = [
-        NodeView(f"n{i}", {**{k: "yes-it-is" for k in keys[:i]}, "topoplace.io/gpus": "8"}, {})
-        for i in range(12)
-    ]
-    result = mutate(gpu_pod("long", 1), "default", policies)
-    plan = plan_for(result.pod, policies.get("long"))
-    warning = no_fit_warning(plan, NodeIndex(views).assess(plan), len(views))
-    assert warning is not None and len(warning) <= LIMIT and "…" in warning
-    assert warning.endswith("run `kubectl topoplace explain`")

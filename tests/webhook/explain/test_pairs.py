@@ -16,12 +16,12 @@ from tests.webhook.explain.pair_nodes import COMPUTE, STORAGE, dgx_h100
 from webhook.engine.recipe import mutate
 from webhook.explain.checks import plan_for
 from webhook.explain.index import NodeIndex
-from webhook.explain.nodes import NodeView
 from webhook.explain.render import to_json, to_table
 from webhook.explain.verdict import Explanation, explain_pod
-from webhook.explain.warning import LIMIT
 from webhook.policy.loader import PolicySet, load_policy_dir
 from webhook.server.node_cache import NodeCache
+from webhook.topology.filters.nodes import NodeView
+from webhook.warnings.fit import LIMIT
 
 MIXED = {"rdma/ib": COMPUTE + STORAGE}  # one resource of every RDMA function, as e2e's plugin
 SPLIT = {"rdma/compute": COMPUTE, "rdma/storage": STORAGE}
@@ -179,17 +179,19 @@ def test_the_admission_warning_names_policy_gpus_and_reason(
 ) -> None:
     found = policies(tmp_path, "{resource: rdma/ib}")
     (warning,) = fit_warnings(found, 2, [mixed, dgx_h100("dgx-twin", MIXED)])
+    # Whole it is over the API server's 256 characters: the node names go first, then the
+    # end of the remedy; the pointer to explain stays.
     assert warning == (
-        "placement policy pix for 2 GPUs: GPU↔NIC pairs not guaranteed on 2 of 2 nodes it fits "
-        "(dgx-mixed, dgx-twin): 2 of 4 GPUs on NUMA 0 get 2 of its 6 rdma/ib NICs (2 "
-        "storage/management); pairs need spec.dra or resources.rdma.wholeNumaNodes"
+        "topoplace: placement policy pix for 2 GPUs: GPU↔NIC pairs not guaranteed on 2 of 2 "
+        "nodes it fits: 2 of 4 GPUs on NUMA 0 get 2 of its 6 rdma/ib NICs (2 "
+        "storage/management); pairs need spec.dra or…; run `kubectl topoplace explain`"
     )
-    # Within the API server's 256 characters once the response adds `topoplace: `.
-    assert len("topoplace: " + warning) <= LIMIT
+    assert len(warning) <= LIMIT
     # Where some node pairs and another does not, the warning counts the ones that do not.
     compute = dgx_h100("dgx-compute", {"rdma/ib": COMPUTE})
     (warning,) = fit_warnings(found, 4, [compute, dgx_h100("dgx-unasked", None)])
-    assert "not guaranteed on 1 of 2 nodes it fits (dgx-unasked): which NICs rdma/ib" in warning
+    assert "not guaranteed on 1 of 2 nodes it fits: which NICs rdma/ib" in warning
+    assert warning.endswith("resources.rdma.wholeNumaNodes; run `kubectl topoplace explain`")
     assert fit_warnings(found, 4, [compute]) == []  # all pair: nothing to say
 
 

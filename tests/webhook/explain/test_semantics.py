@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from webhook.explain.requests import pod_requests
-from webhook.explain.selectors import (
+from webhook.topology.filters.selectors import (
     parse_preferred,
     parse_required,
     parse_requirement,
     requirement_matches,
     term_matches,
 )
-from webhook.explain.tolerations import Taint, parse_taints, parse_tolerations, untolerated
+from webhook.topology.filters.tolerations import Taint, parse_taints, parse_tolerations, untolerated
+from webhook.topology.requests import pod_requests
 
 LABELS = {"zone": "a", "gpus": "8", "odd": "eight", "big": "99999999999999999999"}
 

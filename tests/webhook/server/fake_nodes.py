@@ -76,12 +76,17 @@ class NodeApiServer(FakeApiServer):
         return web.json_response({**body, "data": self.config_maps[key]})
 
     async def _nodes(self, request: web.Request) -> web.StreamResponse:
-        self.node_requests.append("watch" if request.query.get("watch") else "list")
+        verb = "watch" if request.query.get("watch") else "list"
+        self.node_requests.append(verb)
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return web.json_response({"kind": "Status", "code": 401}, status=401)
-        fault = next((f for f in self.faults if f.method in (None, "LIST")), None)
-        if fault is not None and not request.query.get("watch"):
+        # A fault without a method is for lists; method="WATCH" plans one for a watch.
+        wanted = ("WATCH",) if verb == "watch" else (None, "LIST")
+        fault = next((f for f in self.faults if f.method in wanted), None)
+        if fault is not None:
             self.faults.remove(fault)
+        fault = fault or self.outage
+        if fault is not None:
             status = {"kind": "Status", "code": fault.status, "message": "planned"}
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else None
             return web.json_response(status, status=fault.status, headers=headers)

@@ -24,7 +24,7 @@ from tests.webhook.server.conftest import (
     server_config,
 )
 from webhook.server.app import WebhookServer
-from webhook.server.response import MAX_WARNING_CHARS
+from webhook.warnings.fit import LIMIT
 
 
 def _patched(review: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +58,7 @@ async def test_documentation_pod_with_label_gets_a_valid_patch(
     assert_valid(pod)
     assert qos_class(pod) == "Guaranteed"
     warnings = response["warnings"]
-    assert all(w.startswith("topoplace: ") and len(w) <= MAX_WARNING_CHARS for w in warnings)
+    assert all(w.startswith("topoplace: ") and len(w) <= LIMIT for w in warnings)
 
 
 async def test_controller_pod_without_namespace_is_mutated_and_valid(

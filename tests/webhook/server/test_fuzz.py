@@ -28,8 +28,8 @@ from webhook.server.admission import PolicyAdmitter
 from webhook.server.app import WebhookServer, WebhookState, make_app
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.reload import PolicyStore
-from webhook.server.response import MAX_WARNING_CHARS
 from webhook.server.review import MalformedReview, ReviewRequest, parse_review
+from webhook.warnings.fit import LIMIT
 
 # Values are built from a seed with the stdlib PRNG: hypothesis's recursive strategies cost
 # several ms per example here, and thousands of cases must fit in seconds. Failures still
@@ -178,7 +178,7 @@ def _check_answer(status: int, content_type: str, payload: bytes, body: bytes) -
     assert response["uid"] == sent["request"]["uid"]
     assert isinstance(response["allowed"], bool)
     for warning in response.get("warnings", []):
-        assert warning.startswith("topoplace: ") and len(warning) <= MAX_WARNING_CHARS
+        assert warning.startswith("topoplace: ") and len(warning) <= LIMIT
     if "patch" in response:
         assert response["patchType"] == "JSONPatch" and response["allowed"] is True
         ops = json.loads(base64.b64decode(response["patch"], validate=True))

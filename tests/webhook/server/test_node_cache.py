@@ -67,7 +67,7 @@ def ddp_check(cache: NodeCache, policy_dir: Path, gpus: int = 2) -> str | None:
     policies = load_policy_dir(policy_dir)
     result = mutate(gpu_pod(gpus=gpus), "ml-team", policies)
     warnings = cache.check(result.pod, policies.get("ddp"))
-    return next((w for w in warnings if w.startswith("no node fits")), None)
+    return next((w for w in warnings if w.startswith("topoplace: no node fits")), None)
 
 
 async def test_silent_until_the_first_list_then_warns(api: NodeApiServer, policy_dir: Path) -> None:
@@ -82,8 +82,8 @@ async def test_silent_until_the_first_list_then_warns(api: NodeApiServer, policy
         await until(lambda: cache.ready, "the first list")
         warning = ddp_check(cache, policy_dir)
     assert warning == (
-        "no node fits placement policy ddp for 2 GPUs: 3 nodes fail gpu-nic-link (NODE, PHB); "
-        "run `kubectl topoplace explain`"
+        "topoplace: no node fits placement policy ddp for 2 GPUs: 3 nodes fail gpu-nic-link "
+        "(NODE, PHB); run `kubectl topoplace explain`"
     )
 
 

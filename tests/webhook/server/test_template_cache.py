@@ -64,7 +64,7 @@ async def test_follows_topoplace_templates_only(cache: tuple[FakeApiServer, Temp
     await wait_until(lambda: templates.lookup("ml-new", "topoplace-p-1gpu") is False, "DELETED")
 
 
-async def test_a_dropped_watch_or_a_failure_relists(
+async def test_a_dropped_watch_or_a_failure_resumes_from_the_last_version(
     cache: tuple[FakeApiServer, TemplateCache],
 ) -> None:
     fake, templates = cache
@@ -72,4 +72,4 @@ async def test_a_dropped_watch_or_a_failure_relists(
     fake.fail_next = 2
     fake.drop_watches()
     fake.put_template(template("ml-a", "topoplace-p-8gpu"))  # while the watch is down
-    await wait_until(lambda: templates.lookup("ml-a", "topoplace-p-8gpu") is True, "a relist")
+    await wait_until(lambda: templates.lookup("ml-a", "topoplace-p-8gpu") is True, "the resume")

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.explain.selectors import parse_int64
+from webhook.topology.filters.selectors import parse_int64
 
 __all__ = [
     "FILTER_EFFECTS",

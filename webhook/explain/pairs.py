@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 from common.vocabulary import Label
 from webhook.explain.checks import PodPlan
-from webhook.explain.numa import ALIGNING
-from webhook.explain.pairs.facts import Pairing, ResourceNics
-from webhook.policy.model import PlacementPolicy
+from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, PlacementPolicy
 from webhook.policy.notes import asks_pairs
-from webhook.topology.fit import min_nodes
+from webhook.topology.merge import min_nodes
+from webhook.topology.pairing import Pairing, ResourceNics
 
 __all__ = ["OPTION", "PairsVerdict", "pairs_key", "pairs_verdict"]
 
@@ -104,7 +103,7 @@ def pairs_key(labels: Mapping[str, str], pairing: Pairing | None) -> tuple[objec
 
 def _node_problem(labels: Mapping[str, str], pairing: Pairing | None, resource: str) -> str | None:
     policy = labels.get(Label.TOPOLOGY_MANAGER_POLICY)
-    if policy not in ALIGNING:
+    if policy not in REFUSING_TOPOLOGY_POLICIES:
         said = f"topology-manager-policy {policy}" if policy else "no topology-manager-policy"
         return f"{said}: the kubelet need not put NICs on the GPUs' NUMA nodes"
     if pairing is None:

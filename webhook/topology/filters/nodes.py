@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.vocabulary import TOPOLOGY_ANNOTATION
-from webhook.explain.numa import NumaShape, load_topology, numa_shape
-from webhook.explain.pairs.facts import Pairing, pairing_of
-from webhook.explain.requests import Amounts, node_allocatable
-from webhook.explain.tolerations import Taint, parse_taints
+from webhook.topology.filters.tolerations import Taint, parse_taints
+from webhook.topology.pairing import Pairing, pairing_of
+from webhook.topology.requests import Amounts, node_allocatable
+from webhook.topology.shape import NumaShape, load_topology, numa_shape
 
 __all__ = ["NodeError", "NodeView", "node_views", "used_by_node"]
 

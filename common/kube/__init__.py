@@ -1,0 +1,2 @@
+"""The API server read as plain JSON: `read` (lists page by page, watch events of any length,
+`ApiError`) and `listwatch` (the one list+watch loop every cache of API objects runs on)."""

@@ -1,0 +1,198 @@
+"""Which node shapes' kubelets admit a pod on an idle node, as label requirements: ORed
+terms for required node affinity, so kube-scheduler never binds a pod where its kubelet must
+refuse it (TopologyAffinityError, kubernetes#84869).
+
+The merge (webhook/topology/merge.py) restated on the agent's labels. On a node whose NUMA
+nodes are alike (what `max-*-per-numa-node` describe), a request of X needs ⌈X / L⌉ NUMA
+nodes, L being the label: `single-numa-node` admits a unit when every aligned resource fits
+one NUMA node (L ≥ X); `restricted` when every aligned resource needs the same number k of
+NUMA nodes (L in [⌈X/k⌉, ⌈X/(k−1)⌉ − 1]). The terms hold every node to the shape the
+static CPU and Static memory managers need (CPUs and memory aligned too): what aligning GPU
+nodes run (docs/install.md). A node without those managers aligns less and admits more, so
+it is held to more than its kubelet asks: a pod may wait where it could have run, never run
+where it must be refused; explain says which. One term per node shape instead of one per
+manager combination keeps the patch small (it is in every pod's admission response).
+RDMA NICs have no per-NUMA-node label: their alignment is left to explain and the warnings.
+Unequal NUMA nodes (a machine whose largest NUMA node for GPUs is not the one for CPUs) can
+still refuse; explain, on the node's topology annotation, says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from common.vocabulary import Label
+from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES
+from webhook.topology.filters.selectors import Term, parse_requirement
+from webhook.topology.requests import Unit
+
+__all__ = ["SHAPE_LABELS", "admitting_terms", "parsed_terms"]
+
+_GIB = 2**30
+# The labels the terms are written on: the webhook owns what a pod's terms say on them.
+SHAPE_LABELS = frozenset({
+    Label.TOPOLOGY_MANAGER_POLICY, Label.TOPOLOGY_MANAGER_SCOPE, Label.MAX_GPUS_PER_NUMA_NODE,
+    Label.MAX_CPUS_PER_NUMA_NODE, Label.MAX_MEMORY_GIB_PER_NUMA_NODE, Label.NUMA_NODES,
+})  # fmt: skip
+Ranges = dict[str, tuple[int, int | None]]  # label -> (lowest, highest or None) allowed
+Expression = dict[str, Any]
+
+
+def _needs(unit: Unit, gpu_resource: str) -> dict[str, int]:
+    """The unit's aligned amounts in the labels' units (GPUs, CPUs, GiB), by label."""
+    out = {}
+    if unit.amounts.get(gpu_resource, 0) > 0:
+        out[Label.MAX_GPUS_PER_NUMA_NODE] = unit.amounts[gpu_resource]
+    if unit.amounts.get("cpu", 0) > 0:
+        out[Label.MAX_CPUS_PER_NUMA_NODE] = -(-unit.amounts["cpu"] // 1000)
+    if unit.amounts.get("memory", 0) > 0:
+        out[Label.MAX_MEMORY_GIB_PER_NUMA_NODE] = -(-unit.amounts["memory"] // _GIB)
+    return out
+
+
+def _width_range(need: int, k: int) -> tuple[int, int | None]:
+    """The per-NUMA-node counts L for which ⌈need / L⌉ == k."""
+    low = -(-need // k)
+    return (low, None) if k == 1 else (low, -(-need // (k - 1)) - 1)
+
+
+def _options(needs: dict[str, int], policy: str) -> list[Ranges]:
+    """The label ranges under which the kubelet admits one unit with these needs."""
+    if policy == "single-numa-node":
+        return [{label: (need, None) for label, need in needs.items()}]
+    if len(needs) <= 1:
+        return [{}]  # one aligned resource always agrees with itself
+    options = []
+    for k in range(1, min(needs.values()) + 1):
+        ranges: Ranges = {label: _width_range(need, k) for label, need in needs.items()}
+        if all(hi is None or lo <= hi for lo, hi in ranges.values()):
+            if k > 1:
+                ranges[Label.NUMA_NODES] = (k, None)
+            options.append(ranges)
+    return options
+
+
+def _meet(a: Ranges, b: Ranges) -> Ranges | None:
+    out = dict(a)
+    for label, (lo, hi) in b.items():
+        if label in out:
+            lo0, hi0 = out[label]
+            lo = max(lo, lo0)
+            hi = hi0 if hi is None else (hi if hi0 is None else min(hi, hi0))
+        if hi is not None and lo > hi:
+            return None
+        out[label] = (lo, hi)
+    return out
+
+
+def _unit_ranges(units: Sequence[Unit], gpu_resource: str, policy: str) -> list[Ranges]:
+    combined: list[Ranges] = [{}]
+    for unit in units:
+        options = _options(_needs(unit, gpu_resource), policy)
+        merged = (_meet(a, b) for a, b in itertools.product(combined, options))
+        combined = _unique(m for m in merged if m is not None)
+    return combined
+
+
+def _unique(found: Iterable[Ranges]) -> list[Ranges]:
+    out: list[Ranges] = []
+    for ranges in found:
+        if ranges not in out:
+            out.append(ranges)
+    return out
+
+
+def _expressions(words: Sequence[tuple[str, str]], ranges: Ranges) -> list[Expression]:
+    exprs = [{"key": key, "operator": "In", "values": [value]} for key, value in words]
+    for label in sorted(ranges):
+        lo, hi = ranges[label]
+        if lo > 1:
+            exprs.append({"key": label, "operator": "Gt", "values": [str(lo - 1)]})
+        elif hi is not None or label != Label.NUMA_NODES:
+            exprs.append({"key": label, "operator": "Exists", "values": []})
+        if hi is not None:
+            exprs.append({"key": label, "operator": "Lt", "values": [str(hi + 1)]})
+    for e in exprs:
+        if not e["values"]:
+            del e["values"]
+    return exprs
+
+
+# The label words a term may name, each with every value the model knows for it.
+_DIMENSIONS = ((Label.TOPOLOGY_MANAGER_SCOPE, ("pod", "container")),)
+Words = tuple[tuple[str, str], ...]
+
+
+def _collapse(found: dict[Words, list[Ranges]]) -> dict[Words, list[Ranges]]:
+    """Drop a word where every value of it gives the same ranges: fewer terms, and no label
+    required that the kubelet's decision does not read."""
+    for key, values in _DIMENSIONS:
+        out: dict[Words, list[Ranges]] = {}
+        groups: dict[Words, dict[str, list[Ranges]]] = {}
+        for words, options in found.items():
+            rest = tuple(w for w in words if w[0] != key)
+            value = dict(words).get(key)
+            if value is None:
+                out[words] = options
+            else:
+                groups.setdefault(rest, {})[value] = options
+        for rest, by_value in groups.items():
+            alike = set(by_value) == set(values) and all(
+                o == by_value[values[0]] for o in by_value.values()
+            )
+            if alike:
+                out[rest] = by_value[values[0]]
+            else:
+                out.update({(*rest, (key, v)): o for v, o in by_value.items()})
+        found = out
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[str, ...],
+           gpu_resource: str) -> tuple[tuple[Expression, ...], ...]:  # fmt: skip
+    out: list[list[Expression]] = []
+    calm = [p for p in policies if p not in REFUSING_TOPOLOGY_POLICIES]
+    if calm:
+        out.append([{"key": Label.TOPOLOGY_MANAGER_POLICY, "operator": "In", "values": calm}])
+    # Each (words, ranges) once, with every aligning policy it holds for: single-numa-node's
+    # terms are restricted's one-NUMA-node terms, so both share them.
+    shared: dict[str, list[str]] = {}
+    for policy in (p for p in policies if p in REFUSING_TOPOLOGY_POLICIES):
+        found: dict[Words, list[Ranges]] = {}
+        for scope, units in (("pod", pod), ("container", container)):
+            words = ((Label.TOPOLOGY_MANAGER_SCOPE, scope),)
+            found[words] = _unit_ranges(units, gpu_resource, policy)
+        for words, options in _collapse(found).items():
+            for ranges in options:
+                key = json.dumps(_expressions(words, ranges))
+                shared.setdefault(key, []).append(policy)
+    for key, named in shared.items():
+        policy_expr = {"key": Label.TOPOLOGY_MANAGER_POLICY, "operator": "In", "values": named}
+        out.append([policy_expr, *json.loads(key)])
+    if not out:  # no shape admits the pod: a term no node matches keeps it Pending
+        key = Label.TOPOLOGY_MANAGER_POLICY
+        out.append([{"key": key, "operator": "Exists"}, {"key": key, "operator": "DoesNotExist"}])
+    return tuple(tuple(term) for term in out)
+
+
+def admitting_terms(
+    pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: Sequence[str], gpu_resource: str
+) -> tuple[tuple[Expression, ...], ...]:
+    """ORed node selector requirements: the node shapes whose kubelet, under one of `policies`,
+    admits a pod with these aligned units (scope pod / scope container) on an idle node.
+    Shared between calls (every pod of a Job asks the same): read them, never change them."""
+    return _terms(pod, container, tuple(policies), gpu_resource)
+
+
+@functools.lru_cache(maxsize=1024)
+def parsed_terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[str, ...],
+                 gpu_resource: str) -> tuple[Term, ...]:  # fmt: skip
+    """admitting_terms as the filter rules read them (explain's check, the node index)."""
+    terms = _terms(pod, container, policies, gpu_resource)
+    return tuple(Term(tuple(map(parse_requirement, t)), ()) for t in terms)
+
