@@ -115,16 +115,19 @@ def _two(
     mem_a, mem_b = _split(rng, memory_gi, 1)
     # Devices of an app container are its own; an init container's are handed on to the app
     # containers, and a sidecar's held beside theirs: both worth seeing the kubelet count.
-    gpu_b = rng.randint(1, gpus - 1) if kind == "app" and gpus >= 2 and rng.random() < 0.4 else 0
+    gpu_a, gpu_b = gpus, 0
+    if gpus >= 2 and rng.random() < 0.4:  # split between the two
+        gpu_b = rng.randint(1, gpus - 1)
+        gpu_a = gpus - gpu_b
+    elif kind == "init" and gpus and rng.random() < 0.3:  # handed on to `main`: both ask all
+        gpu_b = gpus
     rdma_b = rdma if kind != "app" and rng.random() < 0.5 else 0
     if kind == "init" and rng.random() < 0.4:  # the init container is the pod's peak
         cpu_b, mem_b = cpus + rng.randint(1, 4), memory_gi
     # A Burstable pod keeps a Guaranteed-shaped container now and then: QoS is the pod's, so
     # that container gets no exclusive CPUs either.
     second_guaranteed = guaranteed or rng.random() < 0.3
-    main = _resources(
-        rng, cpu_a, mem_a, {GPU: gpus - gpu_b, RDMA: rdma - rdma_b}, guaranteed=guaranteed
-    )
+    main = _resources(rng, cpu_a, mem_a, {GPU: gpu_a, RDMA: rdma - rdma_b}, guaranteed=guaranteed)
     second = _resources(rng, cpu_b, mem_b, {GPU: gpu_b, RDMA: rdma_b}, guaranteed=second_guaranteed)
     return main, second
 
