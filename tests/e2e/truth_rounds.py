@@ -12,6 +12,7 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
@@ -100,7 +101,7 @@ def run_rounds(
     return sorted(rows, key=lambda r: r.case.index)
 
 
-def _stored(kubectl: Kubectl, namespace: str, case: Case) -> dict:
+def _stored(kubectl: Kubectl, namespace: str, case: Case) -> dict[str, Any]:
     """The pod as the API server stores it (defaults, requests from limits), bound to its node:
     what explain reads and the extender is sent, before it exists."""
     pod = json.loads(json.dumps(case.pod))

@@ -4,6 +4,7 @@ case, within the issue's bounds, and spread over what admission turns on."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from tests.e2e.random_pods import GI, GPU, RDMA, NodeShape, ZoneShape, draw, summary
 from tests.kube import assert_valid, parse_quantity, qos_class
@@ -16,7 +17,7 @@ A100 = NodeShape(
 SHAPES = [H100, A100]
 
 
-def _total(pod: dict, name: str) -> Decimal:
+def _total(pod: dict[str, Any], name: str) -> Decimal:
     containers = pod["spec"]["containers"] + pod["spec"].get("initContainers", [])
     return sum(
         (parse_quantity(c["resources"].get("requests", {}).get(name, 0)) for c in containers),
