@@ -151,7 +151,9 @@ def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[
     write_pair(pair, cert, key)
     write_policy_dir(work / "policies")
     bodies = {
-        "mutated": admission_review(worker_pod()),
+        # 4 GPUs: the bench policy's 8-GPU pod fits no node of the example fleet (its
+        # kubelet-shape terms leave out the DGX H100s, whose restricted kubelets refuse it).
+        "mutated": admission_review(worker_pod(gpus=4)),
         "pass-through": admission_review(worker_pod(opted_in=False)),
     }
     for kind, body in bodies.items():

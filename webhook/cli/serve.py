@@ -173,7 +173,8 @@ async def _serve(
     import signal
 
     from webhook.policy.loader import PolicyLoadError
-    from webhook.server.app import ServerConfig, WebhookServer
+    from webhook.server.app import ServerConfig
+    from webhook.server.runner import WebhookServer
     from webhook.server.tls import limit_tls_read_buffers
 
     limit_tls_read_buffers()

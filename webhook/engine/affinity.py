@@ -134,7 +134,8 @@ def add_required(
     alternatives: Sequence[Sequence[Expression]] | None = None,
 ) -> None:
     """Add `exprs` to every nodeSelectorTerm, and with `alternatives` (ORed lists), make each
-    term one term per alternative. Takes ownership of `exprs` (pass fresh ones).
+    term one term per alternative. Takes ownership of `exprs` (pass fresh ones), and reads
+    `alternatives` without changing them.
 
     With alternatives, what a term holds on the kubelet-shape labels (SHAPE_LABELS) beyond
     `exprs` is the webhook's own from an earlier admission (the pod's resources may have
@@ -146,6 +147,10 @@ def add_required(
     node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
     required = _child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
+    # Expressions may be shared between the terms made, except where the input had terms:
+    # then the patch edits some in place, and an RFC 6902 patch applied in memory must not
+    # reach the same object twice.
+    share = not terms
     if not terms:
         terms = [{"matchExpressions": []}]
     if alternatives:
@@ -165,7 +170,8 @@ def add_required(
             continue
         for alt, keys in zip(alternatives, _keys_of(alternatives), strict=True):
             extra = alt if keys.isdisjoint(have) else [e for e in alt if _key(e) not in have]
-            out.append({**term, "matchExpressions": [*existing, *map(clone, extra)]})
+            extra = extra if share else list(map(clone, extra))
+            out.append({**term, "matchExpressions": [*existing, *extra]})
     required["nodeSelectorTerms"] = out
 
 

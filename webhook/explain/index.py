@@ -46,6 +46,7 @@ class NodeIndex:
         self._aligning: dict[tuple[object, ...], int] = {}
         self._pairing: dict[tuple[object, ...], int] = {}  # pairs_key -> nodes
         self.generation = 0  # bumped by every change that can move a verdict
+        self._compared: tuple[int, dict[tuple[str, str, int], int]] = (0, {})
         for view in views:
             self.upsert(view)
 
@@ -129,11 +130,19 @@ class NodeIndex:
             return having if op == "Exists" else self.all & ~having
         wanted = req.number
         assert wanted is not None
-        return bit_or(
-            mask
-            for value, mask in values.items()
-            if (n := parse_int64(value)) is not None and (n > wanted if op == "Gt" else n < wanted)
-        )
+        # Gt/Lt visit every value of the label; the kubelet-shape terms ask the same few of
+        # every pod, so their masks are kept until the index changes.
+        if self._compared[0] != self.generation:
+            self._compared = (self.generation, {})
+        found = self._compared[1].get((req.key, op, wanted))
+        if found is None:
+            found = self._compared[1][(req.key, op, wanted)] = bit_or(
+                mask
+                for value, mask in values.items()
+                if (n := parse_int64(value)) is not None
+                and (n > wanted if op == "Gt" else n < wanted)
+            )
+        return found
 
     def term(self, term: Term) -> int:
         if not term.valid:

@@ -24,14 +24,22 @@ _KUBELET_LABELS = (
 
 def topology_failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
     """The node's kubelet refusing the pod at admission, on the node's hardware."""
-    return idle_refusal(
-        node.labels,
-        node.numa,
-        node.allocatable,
-        plan.units,
-        gpu_resource=plan.gpu_resource,
-        rdma_resource=check.resource,
-    )
+    key = topology_key(node)
+    if key is None:
+        return None
+    # Many pods of one shape meet many alike nodes: one model run per (node kind, pod kind).
+    memo = (key, plan.units, plan.gpu_resource, check.resource)
+    if memo not in _REFUSALS:
+        if len(_REFUSALS) >= 4096:
+            _REFUSALS.clear()
+        _REFUSALS[memo] = idle_refusal(
+            node.labels, node.numa, node.allocatable, plan.units,
+            gpu_resource=plan.gpu_resource, rdma_resource=check.resource,
+        )  # fmt: skip
+    return _REFUSALS[memo]
+
+
+_REFUSALS: dict[tuple[object, ...], str | None] = {}
 
 
 def kubelet_note(node: NodeView) -> str | None:

@@ -1,7 +1,8 @@
 """The HTTPS admission server: AdmissionReview in, JSONPatch out.
 
-`review` parses and checks the request, `response` builds the answer, `admission` decides
-with the engine, `app` is the aiohttp application (access log, health, drain on SIGTERM),
+`review` parses and checks the request, `admission` decides with the engine and builds the
+answer, `app` is the aiohttp application (access log, health), `runner` binds it and drains
+in-flight admissions on exit (SIGTERM),
 `tls` serves and reloads the key pair, `reload` swaps the policy set when its files change,
 `metrics` is the Prometheus registry, `node_cache` lists and watches nodes for the
 placement warnings, which `webhook.warnings` decides and fits, and `template_cache` the DRA

@@ -14,20 +14,29 @@ and a failure in it only loses those warnings.
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from webhook import jsonio
 from webhook.engine.mutation import EngineSettings, Mutation
 from webhook.engine.pod_shape import InvalidPod
 from webhook.engine.recipe import mutate as engine_mutate
 from webhook.explain.verdict import applied_policy
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
-from webhook.server.response import build_response
-from webhook.server.review import AdmissionReviewOut, MalformedReview, ReviewRequest
+from webhook.server.review import (
+    API_VERSION,
+    KIND,
+    AdmissionResponse,
+    AdmissionReviewOut,
+    MalformedReview,
+    ReviewRequest,
+)
 from webhook.vocabulary import MIRROR_ANNOTATION, POLICY_LABEL
+from webhook.warnings.fit import fit_text
 
 __all__ = [
     "Admission",
@@ -36,6 +45,7 @@ __all__ = [
     "MutateFn",
     "Outcome",
     "PolicyAdmitter",
+    "build_response",
 ]
 
 logger = logging.getLogger(__name__)
@@ -163,3 +173,34 @@ class PolicyAdmitter:
         )
         outcome: Outcome = "mutated" if mutation.patch else "unchanged"
         return Admission(review, outcome, mutation.policy, len(mutation.patch), name, namespace)
+
+
+def build_response(
+    uid: str,
+    *,
+    allowed: bool = True,
+    patch: Sequence[dict[str, Any]] = (),
+    warnings: Iterable[str] = (),
+    fitted: Iterable[str] = (),
+    status_message: str | None = None,
+    status_code: int = 403,
+) -> AdmissionReviewOut:
+    """The AdmissionReview to send back. Pure: no I/O, no clock, no globals.
+
+    `patchType` appears only with a non-empty patch; a denial (`allowed=False`) carries
+    `status.code`/`status.message` so `kubectl` shows the reason. `warnings` are the engine's
+    plain texts, given `topoplace: ` and cut here; `fitted` are lines already made to send
+    (webhook/warnings: the placement warnings), after them and left as they are.
+    """
+    response: AdmissionResponse = {"uid": uid, "allowed": allowed}
+    if patch and allowed:
+        raw = jsonio.dumps(patch if isinstance(patch, list) else list(patch))
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(raw).decode("ascii")
+    formatted = [*(fit_text(w) for w in warnings), *fitted]
+    if formatted:
+        response["warnings"] = formatted
+    if not allowed:
+        message = status_message or "denied by topoplace"
+        response["status"] = {"code": status_code, "message": message}
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}

@@ -20,7 +20,6 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import TracebackType
 
 from aiohttp import web
 
@@ -28,12 +27,11 @@ from common.logsetup import log_fields
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.scheduler.service import NumaScheduling
-from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter
+from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter, build_response
 from webhook.server.answer_cache import CachedAdmitter
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
-from webhook.server.response import build_response
 from webhook.server.review import MalformedReview, parse_review
 from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
@@ -44,7 +42,6 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "STATE",
     "ServerConfig",
-    "WebhookServer",
     "WebhookState",
     "build_app",
     "make_app",
@@ -275,74 +272,3 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     app.cleanup_ctx.append(background)
     app.cleanup_ctx.append(metrics_listener)
     return app
-
-
-class WebhookServer:
-    """The webhook as an async context manager: `port`, `url` and `state` once entered."""
-
-    def __init__(self, config: ServerConfig, *, mutate: MutateFn | None = None) -> None:
-        self.config = config
-        self._mutate = mutate
-        self._runner: web.AppRunner | None = None
-        self.port = 0
-        self.state: WebhookState | None = None
-
-    @property
-    def metrics_port(self) -> int | None:
-        return self.state.metrics_port if self.state is not None else None
-
-    @property
-    def url(self) -> str:
-        host = self.config.host
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        elif ":" in host:
-            host = f"[{host}]"
-        return f"https://{host}:{self.port}/mutate"
-
-    async def __aenter__(self) -> WebhookServer:
-        app = build_app(self.config, mutate=self._mutate)
-        self.state = app[STATE]
-        tls = self.state.tls
-        if tls is None:  # build_app always sets it; this keeps the type checker honest
-            raise RuntimeError("TLS context missing")
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout)
-        try:
-            await runner.setup()  # starts the cleanup_ctx lifecycles (watchers, metrics)
-            site = web.TCPSite(
-                runner, self.config.host, self.config.port, ssl_context=tls.listening, backlog=1024
-            )
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = int(runner.addresses[0][1])
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        runner, self._runner = self._runner, None
-        if runner is None or self.state is None:
-            return
-        # Refuse new connections, then let running admissions finish, including ones whose
-        # body is still arriving (aiohttp's own shutdown drops data received after it
-        # starts), then close keep-alive connections and stop the background tasks.
-        for site in list(runner.sites):
-            await site.stop()
-        state = self.state
-        if state.in_flight:
-            state.drained = asyncio.Event()
-            try:
-                async with asyncio.timeout(self.config.shutdown_timeout):
-                    await state.drained.wait()
-            except TimeoutError:
-                logger.warning(
-                    "shutdown timeout: abandoning in-flight admissions",
-                    extra={"in_flight": state.in_flight},
-                )
-        await runner.cleanup()

@@ -18,8 +18,7 @@ from typing import Any
 
 from webhook.engine.mutation import EngineSettings
 from webhook.policy.loader import PolicySet
-from webhook.server.admission import Admission, Admitter, Outcome
-from webhook.server.response import build_response
+from webhook.server.admission import Admission, Admitter, Outcome, build_response
 from webhook.server.review import ReviewRequest
 from webhook.workloads.mutation import WORKLOAD_KINDS, mutate_workload
 

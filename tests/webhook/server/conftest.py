@@ -22,7 +22,8 @@ import pytest
 import trustme
 
 from webhook.engine.mutation import EngineSettings
-from webhook.server.app import ServerConfig, WebhookServer
+from webhook.server.app import ServerConfig
+from webhook.server.runner import WebhookServer
 
 # The documented AdmissionReview v1 Pod CREATE example (kubernetes.io admission docs).
 REFERENCE_REVIEW = Path(__file__).with_name("data") / "admissionreview-pod-create.json"

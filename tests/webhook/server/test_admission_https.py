@@ -23,7 +23,7 @@ from tests.webhook.server.conftest import (
     post_review,
     server_config,
 )
-from webhook.server.app import WebhookServer
+from webhook.server.runner import WebhookServer
 from webhook.warnings.fit import LIMIT
 
 

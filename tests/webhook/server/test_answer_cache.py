@@ -31,8 +31,8 @@ from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.server.admission import Admission, PolicyAdmitter
 from webhook.server.answer_cache import CachedAdmitter, request_key
-from webhook.server.app import WebhookServer
 from webhook.server.review import ReviewRequest, parse_review
+from webhook.server.runner import WebhookServer
 from webhook.server.template_cache import TemplateCache
 from webhook.server.workload_admission import WorkloadAdmitter
 

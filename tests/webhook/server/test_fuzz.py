@@ -25,10 +25,11 @@ from webhook.engine.mutation import EngineSettings
 from webhook.policy.loader import load_policy_dir
 from webhook.server import review
 from webhook.server.admission import PolicyAdmitter
-from webhook.server.app import WebhookServer, WebhookState, make_app
+from webhook.server.app import WebhookState, make_app
 from webhook.server.metrics import WebhookMetrics
 from webhook.server.reload import PolicyStore
 from webhook.server.review import MalformedReview, ReviewRequest, parse_review
+from webhook.server.runner import WebhookServer
 from webhook.warnings.fit import LIMIT
 
 # Values are built from a seed with the stdlib PRNG: hypothesis's recursive strategies cost

@@ -29,8 +29,8 @@ from tests.webhook.server.conftest import (
 from tests.webhook.server.fake_nodes import NodeApiServer
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import load_policy_dir
-from webhook.server.app import WebhookServer
 from webhook.server.node_cache import NodeCache
+from webhook.server.runner import WebhookServer
 
 FLEET = {n["metadata"]["name"]: n for n in yaml.safe_load(EXAMPLE_NODES.read_text())["items"]}
 FAR = ("pcie-l40s-a", "workstation-a", "hyperv-gpu-a")  # no GPU-NIC link at PXB or better

@@ -27,7 +27,7 @@ from tests.webhook.server.conftest import (
 from tests.webhook.server.fake_topology import TopologyApiServer
 from tests.webhook.server.test_node_cache import FLEET
 from tests.webhook.topology.nrt import nrt
-from webhook.server.app import WebhookServer
+from webhook.server.runner import WebhookServer
 
 NUMA_POLICY = """\
 apiVersion: topoplace.io/v1alpha1

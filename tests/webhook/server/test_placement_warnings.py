@@ -24,7 +24,7 @@ from tests.webhook.server.fake_topology import TopologyApiServer
 from tests.webhook.server.test_node_cache import FLEET
 from tests.webhook.server.test_numa_scheduling import NUMA_POLICY
 from tests.webhook.topology.nrt import nrt
-from webhook.server.app import WebhookServer
+from webhook.server.runner import WebhookServer
 from webhook.warnings.fit import EXPLAIN, LIMIT, PREFIX
 
 # A pod label value, so at most 63 characters; node names may be far longer (253).

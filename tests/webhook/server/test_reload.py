@@ -23,7 +23,7 @@ from tests.webhook.server.conftest import (
     wait_until,
 )
 from webhook.policy.loader import load_policy_dir
-from webhook.server.app import WebhookServer
+from webhook.server.runner import WebhookServer
 
 
 class ConfigMapVolume:

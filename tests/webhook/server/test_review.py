@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.webhook.server.conftest import REFERENCE_REVIEW, admission_review, gpu_pod
-from webhook.server.response import build_response
+from webhook.server.admission import build_response
 from webhook.server.review import MalformedReview, parse_review
 from webhook.warnings.fit import fit_text
 

@@ -25,7 +25,7 @@ from tests.webhook.server.conftest import (
     wait_until,
     write_leaf,
 )
-from webhook.server.app import WebhookServer
+from webhook.server.runner import WebhookServer
 from webhook.server.tls import TLS_READ_BUFFER_BYTES, limit_tls_read_buffers
 
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]

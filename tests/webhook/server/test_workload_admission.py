@@ -19,7 +19,7 @@ from tests.webhook.server.conftest import (
     server_config,
 )
 from webhook.engine.mutation import EngineSettings
-from webhook.server.app import WebhookServer
+from webhook.server.runner import WebhookServer
 from webhook.vocabulary import POLICY_LABEL
 
 JOB = ("batch", "v1", "Job")

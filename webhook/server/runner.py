@@ -1,0 +1,88 @@
+"""The webhook as an async context manager: bind, serve, and on exit drain what is in flight
+before the background tasks stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import TracebackType
+
+from aiohttp import web
+
+from webhook.server.admission import MutateFn
+from webhook.server.app import STATE, ServerConfig, WebhookState, build_app
+
+__all__ = ["WebhookServer"]
+
+logger = logging.getLogger("webhook.server.app")
+
+
+class WebhookServer:
+    """The webhook as an async context manager: `port`, `url` and `state` once entered."""
+
+    def __init__(self, config: ServerConfig, *, mutate: MutateFn | None = None) -> None:
+        self.config = config
+        self._mutate = mutate
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.state: WebhookState | None = None
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.state.metrics_port if self.state is not None else None
+
+    @property
+    def url(self) -> str:
+        host = self.config.host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"https://{host}:{self.port}/mutate"
+
+    async def __aenter__(self) -> WebhookServer:
+        app = build_app(self.config, mutate=self._mutate)
+        self.state = app[STATE]
+        tls = self.state.tls
+        if tls is None:  # build_app always sets it; this keeps the type checker honest
+            raise RuntimeError("TLS context missing")
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout)
+        try:
+            await runner.setup()  # starts the cleanup_ctx lifecycles (watchers, metrics)
+            site = web.TCPSite(
+                runner, self.config.host, self.config.port, ssl_context=tls.listening, backlog=1024
+            )
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None or self.state is None:
+            return
+        # Refuse new connections, then let running admissions finish, including ones whose
+        # body is still arriving (aiohttp's own shutdown drops data received after it
+        # starts), then close keep-alive connections and stop the background tasks.
+        for site in list(runner.sites):
+            await site.stop()
+        state = self.state
+        if state.in_flight:
+            state.drained = asyncio.Event()
+            try:
+                async with asyncio.timeout(self.config.shutdown_timeout):
+                    await state.drained.wait()
+            except TimeoutError:
+                logger.warning(
+                    "shutdown timeout: abandoning in-flight admissions",
+                    extra={"in_flight": state.in_flight},
+                )
+        await runner.cleanup()
