@@ -27,6 +27,32 @@ _LOGS = ("service-proxy", "kube-scheduler", "kube-apiserver")
 _NODE_LOGS = ("kubelet-", "runtime-")
 
 
+DEFAULT_TRUTH_SEED, DEFAULT_TRUTH_CASES = 20261203, 40
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("topoplace e2e")
+    group.addoption(
+        "--cases",
+        type=int,
+        default=DEFAULT_TRUTH_CASES,
+        help=f"random pods the kubelet-truth scenario judges (default {DEFAULT_TRUTH_CASES})",
+    )
+    group.addoption(
+        "--truth-seed",
+        type=int,
+        default=DEFAULT_TRUTH_SEED,
+        help=f"seed of the kubelet-truth scenario's random pods (default {DEFAULT_TRUTH_SEED})",
+    )
+    group.addoption(
+        "--truth-case",
+        type=int,
+        action="append",
+        default=[],
+        help="judge only this case of the seed (repeatable): replays a disagreement alone",
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:

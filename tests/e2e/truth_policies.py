@@ -1,0 +1,123 @@
+"""Pods mutated by policies that allow only `single-numa-node` or `restricted` kubelets, left
+to the default scheduler: the webhook's required node affinity must keep each one off every
+node whose kubelet would refuse it. So each ends Running, or stays Pending with the
+scheduler's reason, never Failed. One at a time, on an otherwise idle fleet: a refusal is
+then the node's shape, not another pod's load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from e2e import procs
+from e2e.cluster import Cluster
+from e2e.kube import Kubectl
+from tests.e2e.helpers import events, patch_policies, training_pod
+from tests.e2e.truth_fleet import settled_states
+from tests.e2e.truth_judges import config_word, kubelet_config, wait_available
+
+__all__ = ["POLICY_CASES", "PolicyRow", "run_policy_pods"]
+
+# Issue 32's example: PIX pairs under an aligning kubelet, Guaranteed, a NIC per GPU.
+TRUTH_POLICY = """\
+apiVersion: topoplace.io/v1alpha1
+kind: PlacementPolicy
+metadata:
+  name: truth-numa
+spec:
+  placement:
+    gpuNicLink: PIX
+    topologyManagerPolicies: [single-numa-node, restricted]
+  resources:
+    guaranteed: true
+    cpuPerGpu: 12
+    memoryPerGpu: 96Gi
+    rdma: {resource: rdma/ib, perGpu: 1}
+"""
+POLICY_FILE = "truth-numa.yaml"
+GPU_COUNTS = (1, 2, 4, 8)
+# (policy, GPUs): the test policy twice over (two pods of a size may land on different
+# machines), and the two shipped policies that allow only aligning kubelets.
+POLICY_CASES = [
+    *(
+        (p, g)
+        for p in ("truth-numa", "truth-numa", "inference", "single-numa-partial")
+        for g in GPU_COUNTS
+    ),
+]
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    name: str
+    policy: str
+    gpus: int
+    node: str  # "" while unbound
+    config: str
+    phase: str
+    reason: str
+
+    def line(self) -> str:
+        where = f"{self.node} ({self.config})" if self.node else "-"
+        return (
+            f"{self.name:<12} {self.policy:<20} {self.gpus} GPU  {self.phase:<8} "
+            f"{where:<58} {self.reason}"
+        )
+
+
+@contextmanager
+def truth_policy(kubectl: Kubectl) -> Iterator[None]:
+    patch_policies(kubectl, {POLICY_FILE: TRUTH_POLICY})
+    try:
+        yield
+    finally:
+        patch_policies(kubectl, {POLICY_FILE: None}, wait=False)
+
+
+def _settle(kubectl: Kubectl, namespace: str, name: str) -> tuple[str, str, str]:
+    """(node, phase, reason): Running, Failed (the kubelet's reason and message), or Pending
+    unbound with the scheduler's FailedScheduling message."""
+
+    def settled() -> tuple[str, str, str] | None:
+        pod = kubectl.json("get", "pod", name, "-n", namespace)
+        node, status = pod["spec"].get("nodeName", ""), pod["status"]
+        if node and status.get("phase") == "Running":
+            return node, "Running", ""
+        if status.get("phase") == "Failed":
+            why = f"{status.get('reason', '')}: {status.get('message', '')}"
+            return node, "Failed", why
+        if not node:
+            failed = events(kubectl, namespace, name, "FailedScheduling")
+            if failed:
+                return "", "Pending", failed[-1]["message"]
+        return None
+
+    return procs.wait_for(
+        settled, f"{namespace}/{name} running, refused or turned away", timeout=180, interval=0.5
+    )
+
+
+def _pod(index: int, policy: str, gpus: int) -> dict[str, Any]:
+    pod = training_pod(f"policy-{index:02d}", policy, gpus)
+    pod["spec"]["terminationGracePeriodSeconds"] = 1
+    return pod
+
+
+def run_policy_pods(cluster: Cluster, kubectl: Kubectl, namespace: str) -> list[PolicyRow]:
+    rows = []
+    with truth_policy(kubectl):
+        idle = settled_states(cluster, kubectl)
+        for index, (policy, gpus) in enumerate(POLICY_CASES):
+            pod = _pod(index, policy, gpus)
+            name = pod["metadata"]["name"]
+            kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(pod))
+            node, phase, reason = _settle(kubectl, namespace, name)
+            config = config_word(kubelet_config(cluster, node)) if node in cluster.nodes else ""
+            rows.append(PolicyRow(name, policy, gpus, node, config, phase, reason))
+            kubectl.run("delete", "pod", name, "-n", namespace, "--wait=true", timeout=120)
+            if node in idle:
+                wait_available(kubectl, node, idle[node], "its idle state")
+    return rows
