@@ -270,6 +270,7 @@ def explain(cluster: Cluster, obj: dict[str, Any], namespace: str, tmp: Path) ->
         text=True,
     )
     assert done.returncode in (0, 1), done.stderr  # 0: some node fits, 1: none
+    assert done.stdout, done.stderr  # a crash exits 1 too, with nothing on stdout
     result = json.loads(done.stdout)
     assert (done.returncode == 0) == any(n["fits"] for n in result["nodes"])
     return result
