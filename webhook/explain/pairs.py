@@ -76,7 +76,8 @@ def pairs_verdict(
         return PairsVerdict(False, "device-plugin", problem or "no GPU↔NIC facts", remedy)
     pod_scope = labels.get(Label.TOPOLOGY_MANAGER_SCOPE) == "pod"
     held: list[str] = []
-    for unit in (plan.requests,) if pod_scope else plan.containers:
+    containers = [u.amounts for u in plan.units.container]
+    for unit in (plan.requests,) if pod_scope else containers:
         gpus, count = unit.get(plan.gpu_resource, 0), unit.get(rdma.resource, 0)
         if gpus <= 0:
             continue

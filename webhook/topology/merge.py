@@ -125,8 +125,8 @@ def _refusal(config: KubeletConfig, capacity: Capacity, unit: Mapping[str, int],
                 return None, mask
             blocked = True
     if blocked:
-        held = next(n for n in names if len(reuse.get(n, ())) > width)
-        where = ", ".join(map(str, sorted(reuse[held])))
+        held = next((n for n in names if reuse.get(n)), names[0])
+        where = ", ".join(map(str, sorted(reuse.get(held, ()))))
         return (
             f"{_asks(unit, names)} fit in {width} NUMA node{'s' if width > 1 else ''}, but the "
             f"{resource_word(held)} it takes over from an init container are on NUMA nodes "
