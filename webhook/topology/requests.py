@@ -35,10 +35,8 @@ __all__ = [
     "amount",
     "checked_resource",
     "container_gpus",
-    "container_requests",
     "format_amount",
     "guaranteed",
-    "guaranteed_amounts",
     "is_sidecar",
     "node_allocatable",
     "pod_gpus",
@@ -176,29 +174,6 @@ def pod_requests(spec: Mapping[str, Any]) -> Amounts:
     return {name: value for name, value in total.items() if value > 0}
 
 
-def container_requests(spec: Mapping[str, Any]) -> tuple[Amounts, ...]:
-    """Each container's own requests (init containers too): what scope container aligns."""
-    return tuple(r for r in (_container_requests(c) for c in all_containers(spec)) if r)
-
-
-def guaranteed_amounts(container: Any) -> tuple[Decimal, Decimal] | None:
-    """(cpu, memory bytes) when the container is Guaranteed: both limited, requests equal."""
-    resources = container.get("resources") if isinstance(container, dict) else None
-    if not isinstance(resources, dict):
-        return None
-    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-    if not isinstance(limits, dict) or not isinstance(requests, dict):
-        return None
-    found: list[Decimal] = []
-    for name in ("cpu", "memory"):
-        limit = amount(limits.get(name))
-        request = amount(requests.get(name, limits.get(name)))
-        if limit is None or limit <= 0 or request != limit:
-            return None
-        found.append(limit)
-    return found[0], found[1]
-
-
 def all_containers(spec: Mapping[str, Any]) -> Iterator[Any]:
     """Init (including sidecar) containers first, then app containers: the kubelet's order."""
     yield from _list(spec, "initContainers")
@@ -208,7 +183,7 @@ def all_containers(spec: Mapping[str, Any]) -> Iterator[Any]:
 def guaranteed(spec: Mapping[str, Any]) -> bool:
     """Guaranteed QoS: every container limits cpu and memory, with requests equal if set."""
     containers = list(all_containers(spec))
-    return bool(containers) and all(guaranteed_amounts(c) is not None for c in containers)
+    return bool(containers) and all(_is_guaranteed(*_limits_requests(c)) for c in containers)
 
 
 def _limits_requests(container: Any) -> tuple[Amounts, Amounts]:
