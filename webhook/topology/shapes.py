@@ -122,34 +122,7 @@ def _expressions(words: Sequence[tuple[str, str]], ranges: Ranges) -> list[Expre
     return exprs
 
 
-# The label words a term may name, each with every value the model knows for it.
-_DIMENSIONS = ((Label.TOPOLOGY_MANAGER_SCOPE, ("pod", "container")),)
 Words = tuple[tuple[str, str], ...]
-
-
-def _collapse(found: dict[Words, list[Ranges]]) -> dict[Words, list[Ranges]]:
-    """Drop a word where every value of it gives the same ranges: fewer terms, and no label
-    required that the kubelet's decision does not read."""
-    for key, values in _DIMENSIONS:
-        out: dict[Words, list[Ranges]] = {}
-        groups: dict[Words, dict[str, list[Ranges]]] = {}
-        for words, options in found.items():
-            rest = tuple(w for w in words if w[0] != key)
-            value = dict(words).get(key)
-            if value is None:
-                out[words] = options
-            else:
-                groups.setdefault(rest, {})[value] = options
-        for rest, by_value in groups.items():
-            alike = set(by_value) == set(values) and all(
-                o == by_value[values[0]] for o in by_value.values()
-            )
-            if alike:
-                out[rest] = by_value[values[0]]
-            else:
-                out.update({(*rest, (key, v)): o for v, o in by_value.items()})
-        found = out
-    return found
 
 
 @functools.lru_cache(maxsize=1024)
@@ -163,11 +136,16 @@ def _terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[s
     # terms are restricted's one-NUMA-node terms, so both share them.
     shared: dict[str, list[str]] = {}
     for policy in (p for p in policies if p in REFUSING_TOPOLOGY_POLICIES):
-        found: dict[Words, list[Ranges]] = {}
-        for scope, units in (("pod", pod), ("container", container)):
-            words = ((Label.TOPOLOGY_MANAGER_SCOPE, scope),)
-            found[words] = _unit_ranges(units, gpu_resource, policy)
-        for words, options in _collapse(found).items():
+        by_scope = {s: _unit_ranges(u, gpu_resource, policy) for s, u in
+                    (("pod", pod), ("container", container))}  # fmt: skip
+        # The scope named only where it changes the answer: fewer terms, no label required
+        # that the kubelet's decision does not read.
+        found: dict[Words, list[Ranges]] = (
+            {(): by_scope["pod"]}
+            if by_scope["pod"] == by_scope["container"]
+            else {((Label.TOPOLOGY_MANAGER_SCOPE, s),): o for s, o in by_scope.items()}
+        )
+        for words, options in found.items():
             for ranges in options:
                 key = json.dumps(_expressions(words, ranges))
                 shared.setdefault(key, []).append(policy)
