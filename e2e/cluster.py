@@ -12,7 +12,9 @@ simulated machine, with Topoplace on it.
 State (kubeconfigs, PKI, logs, pids, node fixtures) lives in $TOPOPLACE_E2E_STATE, default
 <repo>/.e2e; etcd's data and each kubelet's /var in /dev/shm (short paths: unix sockets live
 there). `cluster.json` there tells the e2e tests where
-everything is.
+everything is. A second cluster on the same host needs its own $TOPOPLACE_E2E_STATE and its
+own pod-IP block, $TOPOPLACE_E2E_POD_OCTET (default 2: pods on 127.2.x.y), for every command
+that starts nodes.
 """
 
 from __future__ import annotations

@@ -60,8 +60,13 @@ class NodeStarted:
 
 
 def _pod_ip_prefix(index: int) -> str:
-    # 127.0.1.x are node addresses; pods of node i get 127.<2 + i // 256>.<i % 256>.x
-    return f"127.{2 + index // 256}.{index % 256}"
+    # 127.0.1.x are node addresses; pods of node i get 127.<base + i // 256>.<i % 256>.x. A
+    # second cluster on the same host (its own TOPOPLACE_E2E_STATE) takes another base, so
+    # that its pods' listeners never meet the first one's.
+    base = int(os.environ.get("TOPOPLACE_E2E_POD_OCTET") or 2)
+    if not 2 <= base <= 250:
+        raise ValueError(f"TOPOPLACE_E2E_POD_OCTET={base}: must be 2..250 (127.<it>.x.y)")
+    return f"127.{base + index // 256}.{index % 256}"
 
 
 def node_host(host_root: Path, index: int) -> Path:
