@@ -82,12 +82,16 @@ def write_policy_dir(directory: Path, *, extra_policies: int = 0) -> Path:
     return directory
 
 
-def _container(name: str, *, gpus: int, command: list[str] | None) -> dict[str, Any]:
+def _container(name: str, *, gpus: int, command: list[str] | None, index: int) -> dict[str, Any]:
     c: dict[str, Any] = {
         "name": name,
         "image": "nvcr.io/nvidia/pytorch:24.05-py3",
         "env": [{"name": f"VAR_{i}", "value": str(i)} for i in range(8)]
-        + [{"name": "NCCL_DEBUG", "value": "WARN"}],
+        + [
+            {"name": "NCCL_DEBUG", "value": "WARN"},
+            # A literal per replica, as controllers write them: it makes each pod different.
+            {"name": "JOB_COMPLETION_INDEX", "value": str(index)},
+        ],
         "resources": {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {},
         "volumeMounts": [
             {
@@ -105,20 +109,25 @@ def _container(name: str, *, gpus: int, command: list[str] | None) -> dict[str, 
     return c
 
 
-def worker_pod(*, gpus: int = 8, containers: int = 1, opted_in: bool = True) -> dict[str, Any]:
-    """A JobSet worker pod as the API server hands it to admission (after defaulting)."""
+def worker_pod(
+    *, gpus: int = 8, containers: int = 1, opted_in: bool = True, index: int = 0
+) -> dict[str, Any]:
+    """A JobSet worker pod as the API server hands it to admission (after defaulting); its
+    completion `index` is in its label and in each container's env, so pods of different
+    indexes differ in their spec as a Job's replicas do."""
     launch = (
         "pip list | grep torch && torchrun --nnodes=4 --nproc-per-node=8 "
         "--rdzv-backend=c10d --rdzv-endpoint=$(JOBSET_COORD):29400 train.py --epochs 90"
     )
-    main = _container("trainer", gpus=gpus, command=["bash", "-xc", launch])
+    main = _container("trainer", gpus=gpus, command=["bash", "-xc", launch], index=index)
     extra = [
-        _container(f"side-{i}", gpus=0, command=["sleep", "inf"]) for i in range(containers - 1)
+        _container(f"side-{i}", gpus=0, command=["sleep", "inf"], index=index)
+        for i in range(containers - 1)
     ]
     labels = {
         "jobset.sigs.k8s.io/jobset-name": "llm-pretrain",
         "jobset.sigs.k8s.io/replicatedjob-name": "workers",
-        "batch.kubernetes.io/job-completion-index": "0",
+        "batch.kubernetes.io/job-completion-index": str(index),
     }
     if opted_in:
         labels[POLICY_LABEL] = BENCH_POLICY
