@@ -16,7 +16,7 @@ or a malformed pod always goes through the engine again.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from msgspec import UNSET
@@ -129,14 +129,13 @@ class CachedAdmitter:
             if len(self._entries) >= self._max:
                 self._entries.clear()  # many different pods, or many changes: start over
             response = {k: v for k, v in admission.review["response"].items() if k != "uid"}
+            tail = b"," + jsonio.dumps(response)[1:] + b"}"
             self._entries[key] = _Entry(
-                stamp,
-                response,
-                b"," + jsonio.dumps(response)[1:] + b"}",
-                admission.outcome,
-                admission.policy,
-                admission.patch_ops,
+                stamp, response, tail, admission.outcome, admission.policy, admission.patch_ops
             )
+            # The answer is written out once: the transport sends these bytes as they are.
+            payload = _REVIEW_HEAD + jsonio.dumps(request.uid) + tail
+            return replace(admission, payload=payload)
         return admission
 
     def clear(self) -> None:
