@@ -73,9 +73,9 @@ def _measure(server: Server, body: Path, *, connections: int, seconds: float) ->
     before = cpu_seconds(server.process.pid)
     result = _wrk(server.url, body, connections=connections, seconds=seconds)
     cpu = cpu_seconds(server.process.pid) - before
-    requests = max(result["requests"], 1)
-    if result["non2xx"] or result["socket_errors"]:
-        raise RuntimeError(f"{server.name}: errors under load: {result}")
+    requests = result["requests"]
+    if result["non2xx"] or result["socket_errors"] or not requests:
+        raise RuntimeError(f"{server.name}: errors or no answer under load: {result}")
     return {
         "rps": requests / (result["duration_us"] / 1e6),
         "p50_ms": result["p50_us"] / 1000,
