@@ -11,6 +11,7 @@ __all__ = [
     "LABEL_PREFIX",
     "LINK_WORDS",
     "NETWORK_TIERS",
+    "POSITION_LEVELS",
     "TOPOLOGY_ANNOTATION",
     "ForeignLabel",
     "Label",
@@ -66,6 +67,11 @@ class Label:
 
 # The position keys closest first; a policy's keepTogether level names one by its short word.
 NETWORK_TIERS: tuple[str, ...] = (Label.NETWORK_TIER_1, Label.NETWORK_TIER_2, Label.NETWORK_TIER_3)
+# keepTogether level word -> node label key, closest (smallest domain) first.
+POSITION_LEVELS: dict[str, str] = {
+    "nvlink-domain": Label.NVLINK_DOMAIN,
+    **{key.removeprefix(LABEL_PREFIX): key for key in NETWORK_TIERS},
+}
 
 
 class ForeignLabel:
