@@ -106,12 +106,9 @@ def run(args: argparse.Namespace) -> int:
             nodes, context_ns, zones = view.nodes, view.namespace, view.zones
             policies = policies or view.policies
         else:
-            text = args.nodes.read_text("utf-8")
-            docs = [
-                item
-                for doc in load_documents(text, source=str(args.nodes))
-                for item in (doc.get("items") or [] if doc.get("kind") == "List" else [doc])
-            ]
+            from webhook.cli.fleet import node_documents
+
+            docs = node_documents(args.nodes)
             # NodeResourceTopology objects beside the Nodes: free capacity per NUMA node.
             zones = zones_of_documents(d for d in docs if d.get("kind") == _NRT)
             nodes = node_views(d for d in docs if d.get("kind") != _NRT)

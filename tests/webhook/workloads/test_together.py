@@ -196,8 +196,8 @@ def test_admission_warns_naming_a_level_no_node_carries(tmp_path: Path) -> None:
     def warnings_with(answer: Any) -> list[str]:
         admitter = WorkloadAdmitter(None, lambda: policies, SETTINGS, carries=answer)  # type: ignore[arg-type]
         review = admission_review(_job(), kind=("batch", "v1", "Job"), resource="jobs")
-        return admitter.admit(parse_review(json.dumps(review))).review["response"].get(
-            "warnings", []
+        return (
+            admitter.admit(parse_review(json.dumps(review))).review["response"].get("warnings", [])
         )
 
     (warning,) = [w for w in warnings_with(carries) if "no node carries" in w]
