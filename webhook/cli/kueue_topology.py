@@ -16,12 +16,22 @@ from typing import Any
 __all__ = ["add_arguments", "run", "topology_objects"]
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# Kueue wants at least one node label on a flavor with a Topology; every kubelet sets this one.
+_DEFAULT_NODE_LABEL = ("kubernetes.io/os", "linux")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from webhook.cli.fleet import add_fleet_arguments
 
     add_fleet_arguments(parser, purpose="whose levels make the Topology")
+    parser.add_argument(
+        "--node-label",
+        action="append",
+        type=_label,
+        metavar="KEY=VALUE",
+        help="the ResourceFlavor's nodeLabels (Kueue needs one with a Topology; repeatable; "
+        "default: kubernetes.io/os=linux, every Linux node)",
+    )
     parser.add_argument(
         "--name",
         default="topoplace",
@@ -30,7 +40,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def topology_objects(keys: tuple[str, ...], name: str) -> list[dict[str, Any]]:
+def _label(text: str) -> tuple[str, str]:
+    from common.k8s_names import label_key_problem, label_value_problem
+
+    key, sep, value = text.partition("=")
+    problem = (
+        "expected KEY=VALUE" if not sep else label_key_problem(key) or label_value_problem(value)
+    )
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return key, value
+
+
+def topology_objects(
+    keys: tuple[str, ...], name: str, node_labels: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """The Topology with these levels and a ResourceFlavor that uses it."""
     return [
         {
@@ -43,7 +67,10 @@ def topology_objects(keys: tuple[str, ...], name: str) -> list[dict[str, Any]]:
             "apiVersion": KUEUE_API,
             "kind": "ResourceFlavor",
             "metadata": {"name": f"{name}-flavor"},
-            "spec": {"topologyName": name},
+            "spec": {
+                "nodeLabels": node_labels or dict([_DEFAULT_NODE_LABEL]),
+                "topologyName": name,
+            },
         },
     ]
 
@@ -71,5 +98,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    sys.stdout.write(yaml.safe_dump_all(topology_objects(levels.keys, args.name), sort_keys=False))
+    objects = topology_objects(levels.keys, args.name, dict(args.node_label or []))
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0

@@ -74,6 +74,13 @@ async def test_kueue_topology_from_a_nodes_file(tmp_path: Path) -> None:
     assert topology["kind"] == "Topology"
     assert [lv["nodeLabel"] for lv in topology["spec"]["levels"]] == [T2, T1, DOMAIN, HOSTNAME]
     assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+    assert flavor["spec"]["nodeLabels"] == {"kubernetes.io/os": "linux"}  # Kueue wants one
+    flags = ("--nodes", str(tmp_path / "nodes.yaml"), "--node-label", "pool=gpu")
+    code, out, _ = await run(webhook_main, "kueue-topology", *flags)
+    assert list(yaml.safe_load_all(out))[1]["spec"]["nodeLabels"] == {"pool": "gpu"}
+    with pytest.raises(SystemExit) as refused:  # argparse: usage and the reason on stderr
+        await run(webhook_main, "kueue-topology", *flags[:2], "--node-label", "pool")
+    assert refused.value.code == 2
 
 
 async def test_kueue_topology_without_levels_fails_saying_so(tmp_path: Path) -> None:
