@@ -10,7 +10,10 @@ __all__ = [
     "DATASET_PREFIX",
     "LABEL_PREFIX",
     "LINK_WORDS",
+    "NETWORK_TIERS",
+    "POSITION_LEVELS",
     "TOPOLOGY_ANNOTATION",
+    "ForeignLabel",
     "Label",
     "dataset_label",
     "gpu_device_labels",
@@ -54,6 +57,34 @@ class Label:
     # topologyManagerPolicyOptions: "true"/"false" and an integer
     TOPOLOGY_MANAGER_PREFER_CLOSEST = LABEL_PREFIX + "topology-manager-prefer-closest-numa-nodes"
     TOPOLOGY_MANAGER_MAX_NUMA_NODES = LABEL_PREFIX + "topology-manager-max-allowable-numa-nodes"
+    # The node's network position (docs/network-position.md): switch groups from the closest
+    # outwards, each value unique fleet-wide; and the NVLink domain (`<ClusterUUID>.<CliqueID>`).
+    NETWORK_TIER_1 = LABEL_PREFIX + "network-tier-1"
+    NETWORK_TIER_2 = LABEL_PREFIX + "network-tier-2"
+    NETWORK_TIER_3 = LABEL_PREFIX + "network-tier-3"
+    NVLINK_DOMAIN = LABEL_PREFIX + "nvlink-domain"
+
+
+# The position keys closest first; a policy's keepTogether level names one by its short word.
+NETWORK_TIERS: tuple[str, ...] = (Label.NETWORK_TIER_1, Label.NETWORK_TIER_2, Label.NETWORK_TIER_3)
+# keepTogether level word -> node label key, closest (smallest domain) first.
+POSITION_LEVELS: dict[str, str] = {
+    "nvlink-domain": Label.NVLINK_DOMAIN,
+    **{key.removeprefix(LABEL_PREFIX): key for key in NETWORK_TIERS},
+}
+
+
+class ForeignLabel:
+    """Keys other tools write that the agent reads for the node's position and never writes."""
+
+    # AWS: layer 1 is the farthest network node, layer 3 the one above the instance.
+    AWS_NETWORK_LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3))
+    GKE_BLOCK = "cloud.google.com/gce-topology-block"
+    GKE_SUBBLOCK = "cloud.google.com/gce-topology-subblock"
+    # topograph: tier 0 is the switch closest to the node.
+    TOPOGRAPH_TIERS = tuple(f"fabric.topograph.run/tier-{n}" for n in (0, 1, 2))
+    TOPOGRAPH_DOMAIN = "accelerator.topograph.run/domain"
+    GFD_CLIQUE = "nvidia.com/gpu.clique"
 
 
 def dataset_label(name: str) -> str:

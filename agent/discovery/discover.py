@@ -11,12 +11,15 @@ import argparse
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent.discovery.labels import derive_labels, topology_annotations
 from agent.discovery.rdma_resources import rdma_resources
 from agent.discovery.topology import Topology, build_topology
+from agent.position.derive import PositionFacts, position_labels
+from agent.position.fabric import read_fabric
+from agent.position.metadata import PROVIDERS, MetadataSource
 from agent.sources import cpu, datasets, kubelet, nic, nvml, pci, podresources
 from common import cache_layout
 
@@ -47,6 +50,8 @@ class DiscoveryOptions:
     kubelet_config_dir: Path | None = None  # the kubelet's --config-dir (drop-ins)
     # The kubelet's PodResources socket: which NICs each RDMA resource holds.
     pod_resources_socket: Path | None = None
+    # The opt-in cloud metadata source (it keeps its answer between resyncs: one request each).
+    network_metadata: MetadataSource | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,8 @@ class Discovery:
     labels: Mapping[str, str]  # exactly the owned labels to publish
     annotations: Mapping[str, str]  # {TOPOLOGY_ANNOTATION: compact JSON}
     topology: Topology
+    # The node's own view of its network position; the sync loop merges the Node's labels in.
+    position: PositionFacts = field(default_factory=PositionFacts)
 
 
 def discover(options: DiscoveryOptions) -> Discovery:
@@ -79,11 +86,21 @@ def discover(options: DiscoveryOptions) -> Discovery:
         topology = replace(
             topology, rdma_resources=_offered(options.pod_resources_socket, topology)
         )
+    position = _position(options)
+    labels = derive_labels(topology, per_device=options.per_device_labels)
+    labels |= position_labels(position, {})[0]  # the Node's own labels are the loop's to add
     return Discovery(
-        labels=derive_labels(topology, per_device=options.per_device_labels),
+        labels=dict(sorted(labels.items())),
         annotations=topology_annotations(topology),
         topology=topology,
+        position=position,
     )
+
+
+def _position(options: DiscoveryOptions) -> PositionFacts:
+    fabric = read_fabric(enabled=options.use_nvml)
+    metadata = options.network_metadata.tiers() if options.network_metadata else None
+    return PositionFacts(metadata=metadata, nvlink_domain=fabric.domain)
 
 
 def _offered(socket: Path, topology: Topology) -> dict[str, tuple[str, ...]] | None:
@@ -138,6 +155,51 @@ def add_discovery_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also publish per-GPU labels (NUMA node, paired NIC, best NIC link)",
     )
+    parser.add_argument(
+        "--network-metadata",
+        choices=sorted(PROVIDERS),
+        default=None,
+        help="ask this cloud's instance metadata for the node's switch groups "
+        "(default: do not ask; docs/network-position.md)",
+    )
+    parser.add_argument(
+        "--network-metadata-endpoint",
+        default=None,
+        metavar="URL",
+        help="the metadata URL to ask instead of the provider's own",
+    )
+    parser.add_argument(
+        "--network-metadata-timeout",
+        type=_timeout,
+        default=2.0,
+        metavar="S",
+        help="give up on the metadata server after S seconds, at most 10 (default: %(default)s)",
+    )
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 10:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 10 seconds: {text!r}")
+    return value
+
+
+def _metadata_source(args: argparse.Namespace) -> MetadataSource | None:
+    provider = getattr(args, "network_metadata", None)
+    if provider is None:
+        if getattr(args, "network_metadata_endpoint", None):
+            raise SystemExit("--network-metadata-endpoint needs --network-metadata PROVIDER")
+        return None
+    return MetadataSource(
+        PROVIDERS[provider],
+        endpoint=args.network_metadata_endpoint,
+        timeout=args.network_metadata_timeout,
+        # `run` re-discovers on every resync and dataset event: one request per resync at most.
+        interval=getattr(args, "resync_interval", 0.0),
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> DiscoveryOptions:
@@ -150,4 +212,5 @@ def options_from_args(args: argparse.Namespace) -> DiscoveryOptions:
         per_device_labels=args.per_device_labels,
         # `run` has it (its audit flags); `discover` asks the kubelet only when given one.
         pod_resources_socket=getattr(args, "pod_resources_socket", None),
+        network_metadata=_metadata_source(args),
     )

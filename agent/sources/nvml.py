@@ -15,7 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
-__all__ = ["NvmlGpu", "NvmlInfo", "NvmlSession", "discover", "normalize_bus_id"]
+__all__ = [
+    "NvmlGpu",
+    "NvmlInfo",
+    "NvmlSession",
+    "discover",
+    "normalize_bus_id",
+    "shared_session",
+]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +136,11 @@ def _read_gpus(pynvml: ModuleType) -> tuple[dict[str, NvmlGpu], str | None]:
 
 
 _SESSION = NvmlSession()  # NVML's own state is per process; so is this
+
+
+def shared_session() -> NvmlSession:
+    """The process's NVML session (the position source asks the same NVML)."""
+    return _SESSION
 
 
 def discover(*, enabled: bool = True, session: NvmlSession | None = None) -> NvmlInfo:

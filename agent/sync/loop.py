@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agent.discovery.discover import Discovery, DiscoveryError
+from agent.position.derive import Positioner, PositionFacts
 from agent.sync.node_client import ApiCall, NodeApiError, NodeNotFound, NodeState
 from agent.sync.node_diff import Change, NodeMeta, changes_between, describe, patch_for
 from common.backoff import Backoff, Sleep
@@ -129,6 +130,10 @@ class SyncLoop:
         self._poked = asyncio.Event()
         self._poke_reason = ""
         self._last_good: NodeMeta | None = None
+        # The node's network position is merged with the labels other tools put on the Node
+        # (they win), so it is settled only once the Node is read.
+        self._position = PositionFacts()
+        self._positioner = Positioner()
         self._published: NodeMeta | None = None  # what the node showed after the last sync
         self._pokes = 0  # pokes ever received; `_delivered` = those a sync has covered
         self._delivered = 0
@@ -208,6 +213,7 @@ class SyncLoop:
         except (DiscoveryError, OSError) as exc:
             return self._last_good, self._clock() - started, f"discovery failed: {exc}"
         self._last_good = NodeMeta(labels=dict(found.labels), annotations=dict(found.annotations))
+        self._position = found.position
         return self._last_good, self._clock() - started, None
 
     async def reconcile(self, trigger: Trigger, reason: str = "") -> Reconciled:
@@ -224,7 +230,13 @@ class SyncLoop:
         else:
             try:
                 current = await self._nodes.get(self._node)
-                changes = changes_between(current.meta, desired)
+                target = NodeMeta(
+                    labels=self._positioner.apply(
+                        desired.labels, self._position, current.meta.labels
+                    ),
+                    annotations=desired.annotations,
+                )
+                changes = changes_between(current.meta, target)
                 body = patch_for(changes)
                 if body is not None:
                     await self._nodes.patch(self._node, body)

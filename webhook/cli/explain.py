@@ -79,7 +79,6 @@ def run(args: argparse.Namespace) -> int:
 
     from common.kube_config import ConfigError
     from webhook.engine.pod_shape import InvalidPod
-    from webhook.explain.render import to_json_text, to_table
     from webhook.explain.verdict import explain_pod
     from webhook.kube_read import ApiError
     from webhook.policy.loader import PolicyLoadError, load_policy_dir
@@ -106,12 +105,9 @@ def run(args: argparse.Namespace) -> int:
             nodes, context_ns, zones = view.nodes, view.namespace, view.zones
             policies = policies or view.policies
         else:
-            text = args.nodes.read_text("utf-8")
-            docs = [
-                item
-                for doc in load_documents(text, source=str(args.nodes))
-                for item in (doc.get("items") or [] if doc.get("kind") == "List" else [doc])
-            ]
+            from webhook.cli.fleet import node_documents
+
+            docs = node_documents(args.nodes)
             # NodeResourceTopology objects beside the Nodes: free capacity per NUMA node.
             zones = zones_of_documents(d for d in docs if d.get("kind") == _NRT)
             nodes = node_views(d for d in docs if d.get("kind") != _NRT)
@@ -142,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
         )
     if explanation.denial:
         print(f"error: denied: {explanation.denial}", file=sys.stderr)
-    render = to_json_text if args.output == "json" else to_table
-    sys.stdout.write(render(explanation))
+    from webhook.cli.explain_workload import render_with_domains
+
+    sys.stdout.write(render_with_domains(args, explanation, nodes, zones.get))
     return 0 if explanation.fitting else EXIT_NONE_FITS
 
 
@@ -166,12 +163,26 @@ def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, s
         name = meta.get("name") or meta.get("generateName") or "?"
         for template in pod_templates(doc):
             where = f" {template.where}" if template.where else ""
-            found.append((template, f"{doc['kind']}/{name}{where}", meta.get("namespace")))
+            found.append((template, f"{doc['kind']}/{name}{where}", meta.get("namespace"), doc))
     if args.template is not None:
         found = [entry for entry in found if entry[0].where == args.template]
     if len(found) != 1:
         listed = ", ".join(entry[1] for entry in found) or "none"
         hint = " (pick one with --template WHERE)" if len(found) > 1 else ""
         raise _BadInput(f"{source}: needs exactly one pod template, found {listed}{hint}")
-    template, label, namespace = found[0]
-    return template.pod, label, namespace
+    template, label, namespace, doc = found[0]
+    args.workload = (doc, template)  # explain_workload.py: the per-domain view
+    return _with_workload_label(doc, template.pod), label, namespace
+
+
+def _with_workload_label(doc: dict, pod: dict) -> dict:
+    """The template as the webhook mutates it: the workload's policy label copied in."""
+    from webhook.vocabulary import POLICY_LABEL
+    from webhook.workloads.mutation import inherits_label
+
+    labels = (doc.get("metadata") or {}).get("labels") or {}
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    own = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    if not inherits_label(doc.get("kind")) or POLICY_LABEL not in labels or POLICY_LABEL in own:
+        return pod
+    return {**pod, "metadata": {**meta, "labels": {**own, POLICY_LABEL: labels[POLICY_LABEL]}}}

@@ -12,6 +12,10 @@ COMMANDS: dict[str, Command] = {
     "explain": ("webhook.cli.explain", "which nodes a pod fits, node by node, and why not"),
     "validate": ("webhook.cli.validate", "check every policy file in a directory"),
     "schema": ("webhook.cli.schema", "print the JSON Schema of PlacementPolicy"),
+    "kueue-topology": (
+        "webhook.cli.kueue_topology",
+        "print a Kueue Topology and ResourceFlavor from the nodes' network levels",
+    ),
     "certs": ("webhook.cli.certs", "keep the in-cluster serving certificate and caBundle fresh"),
     "claim-templates": (
         "webhook.cli.claim_templates",

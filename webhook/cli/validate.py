@@ -8,12 +8,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from webhook.cli.fleet import add_fleet_arguments
+
     parser.add_argument("directory", type=Path, metavar="DIR", help="directory of policy *.yaml")
+    add_fleet_arguments(parser, purpose="the policies' keepTogether levels must be found on")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,8 +34,33 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for note in policy_notes(policies):
         print(f"note: {note}", file=sys.stderr)
+    from webhook.cli.fleet import FleetError, read_fleet
+
+    try:
+        nodes = read_fleet(args)
+    except FleetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if nodes is not None:
+        for warning in _level_warnings(policies, nodes):
+            print(f"warning: {warning}", file=sys.stderr)
     n, files = len(policies), len(policies.files)
     if not files:
         print(f"warning: {args.directory} holds no *.yaml files", file=sys.stderr)
     print(f"{n} polic{'ies' if n != 1 else 'y'} in {files} file{'s' if files != 1 else ''} OK")
     return 0
+
+
+def _level_warnings(policies: Any, nodes: list[tuple[str, dict[str, str]]]) -> list[str]:
+    from webhook.topology.levels import carried
+
+    present = carried(labels for _, labels in nodes)
+    out = []
+    for name in policies.names:
+        rule = policies[name].spec.placement.keep_together
+        if rule is not None and rule.label_key not in present:
+            out.append(
+                f"{policies.origins[name]}: policy {name}: keepTogether level {rule.level}: "
+                f"none of the {len(nodes)} nodes carries {rule.label_key}"
+            )
+    return out

@@ -31,6 +31,7 @@ from webhook.engine.patch import clone, json_diff
 from webhook.engine.pod_shape import check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
 from webhook.engine.scheduler import set_scheduler
+from webhook.engine.together import lone_pod_warning
 from webhook.engine.workers import select_workers
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
@@ -76,6 +77,9 @@ def mutate(
     new = _working_copy(pod)
     warnings: list[str] = []
     denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, warnings)
+    lone = lone_pod_warning(pod, policy)
+    if lone is not None:
+        warnings.append(lone)
     if denial is not None:
         return Mutation(pod=pod, allowed=False, denial=denial, warnings=warnings, policy=name)
     new_metadata = new["metadata"]

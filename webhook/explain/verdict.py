@@ -39,6 +39,7 @@ __all__ = [
     "evaluate",
     "explain_pod",
     "failure",
+    "judge",
     "with_usage",
 ]
 
@@ -256,7 +257,7 @@ def explain_pod(
         )
     else:
         plan = plan_for(mutation.pod, policy)
-        judged = (_now(evaluate(plan, n), plan, zones) for n in nodes)
+        judged = (judge(plan, n, zones) for n in nodes)
         verdicts = tuple(sorted(judged, key=_order))
     name = label or _pod_label(pod)
     return Explanation(
@@ -268,6 +269,11 @@ def explain_pod(
         denial=mutation.denial,
         mutated=mutation.pod,
     )
+
+
+def judge(plan: PodPlan, node: NodeView, zones: ZonesOf | None = None) -> NodeVerdict:
+    """One node's verdict as explain gives it: the checks, then the NUMA free capacity."""
+    return _now(evaluate(plan, node), plan, zones)
 
 
 def _now(verdict: NodeVerdict, plan: PodPlan, zones: ZonesOf | None) -> NodeVerdict:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from common.vocabulary import POSITION_LEVELS
 from webhook.policy.base import StrictModel as _Model
 from webhook.policy.dra import Dra, template_name_problem
 from webhook.policy.fields import (
@@ -45,6 +46,7 @@ __all__ = [
     "SOURCE_SCHEMES",
     "Dataset",
     "Dra",
+    "KeepTogether",
     "Launcher",
     "Metadata",
     "Placement",
@@ -74,6 +76,28 @@ class Metadata(_Model):
     annotations: dict[str, str] = Field(default={})
 
 
+class KeepTogether(_Model):
+    """Keep a workload's pods within one domain of a network level (docs/policies.md)."""
+
+    level: Literal[tuple(POSITION_LEVELS)]  # type: ignore[valid-type]
+    """nvlink-domain, network-tier-1, network-tier-2 or network-tier-3 (the agent's labels)."""
+    mode: Literal["required", "preferred"] = "required"
+    """required: the pods wait rather than spread; preferred: spread only when they must."""
+    slice_size: Annotated[int, Field(ge=1, strict=True)] | None = None
+    """Under Kueue: keep each group of this many pods within the level (the whole workload
+    is then only preferred to share one)."""
+
+    @model_validator(mode="after")
+    def _slices_are_required(self) -> KeepTogether:
+        if self.slice_size is not None and self.mode != "required":
+            raise ValueError("sliceSize needs mode: required (Kueue's slices are required)")
+        return self
+
+    @property
+    def label_key(self) -> str:
+        return POSITION_LEVELS[self.level]
+
+
 class Placement(_Model):
     """Node requirements, turned into required node affinity on the agent's labels."""
 
@@ -92,6 +116,8 @@ class Placement(_Model):
     numa_aware_scheduler: SchedulerName | None = None
     """Scheduler the pod's spec.schedulerName names, one that knows each NUMA node's free
     GPUs (Topoplace's own is topoplace-numa-scheduler)."""
+    keep_together: KeepTogether | None = None
+    """Keep a workload's pods within one NVLink domain or network block."""
 
     @model_validator(mode="after")
     def _scheduler_needs_refusing_kubelets(self) -> Placement:

@@ -232,7 +232,12 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         )
 
     # Workloads first (a pod request pays one lookup there), then alike pods from one answer.
-    admitter = WorkloadAdmitter(CachedAdmitter(pods, stamp), lambda: store.current, settings)
+    admitter = WorkloadAdmitter(
+        CachedAdmitter(pods, stamp),
+        lambda: store.current,
+        settings,
+        carries=nodes.carries if nodes is not None else None,
+    )
     state = WebhookState(
         admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes, templates=templates
     )

@@ -105,6 +105,12 @@ class NodeCache:
         self._answers[key] = (index, generation, warnings)
         return list(warnings)
 
+    def carries(self, key: str) -> bool | None:
+        """Whether some node carries label `key`; None until the first list is in."""
+        if not self.ready:
+            return None
+        return any(key in view.labels for view in self.index.views())
+
     # --- the list+watch loop -------------------------------------------------------------
     async def run(self, kubeconfig: Path | None = None) -> None:
         """List and watch until cancelled. Configuration problems are retried too: the

@@ -21,6 +21,7 @@ from webhook.policy.loader import PolicySet
 from webhook.server.admission import Admission, Admitter, Outcome, build_response
 from webhook.server.review import ReviewRequest
 from webhook.workloads.mutation import WORKLOAD_KINDS, mutate_workload
+from webhook.workloads.together import level_warning
 
 __all__ = ["WorkloadAdmitter"]
 
@@ -41,10 +42,14 @@ class WorkloadAdmitter:
         pods: Admitter,
         policies: Callable[[], PolicySet | None],
         settings: EngineSettings,
+        *,
+        carries: Callable[[str], bool | None] | None = None,
     ) -> None:
         self.pods = pods  # public: the pod path (tests read its answer cache)
         self._policies = policies
         self._settings = settings
+        # Whether some node carries a label (the node cache; None: not known yet).
+        self._carries = carries
 
     def admit(self, request: ReviewRequest) -> Admission:
         groups = _GROUPS.get(request.kind["kind"])
@@ -86,6 +91,14 @@ class WorkloadAdmitter:
                 status_message="; ".join(result.denials),
             )
             return Admission(review, "denied", result.policy, 0, label, namespace)
-        review = build_response(uid, patch=result.patch, warnings=result.warnings)
+        warnings = result.warnings + self._level_warnings(policies, result.policy, label)
+        review = build_response(uid, patch=result.patch, warnings=warnings)
         outcome: Outcome = "mutated" if result.patch else "unchanged"
         return Admission(review, outcome, result.policy, len(result.patch), label, namespace)
+
+    def _level_warnings(self, policies: PolicySet, name: str | None, label: str) -> list[str]:
+        policy = policies.get(name) if name is not None else None
+        rule = policy.spec.placement.keep_together if policy is not None else None
+        if rule is None or self._carries is None or self._carries(rule.label_key) is not False:
+            return []
+        return [level_warning(label, rule)]

@@ -22,8 +22,10 @@ from webhook.engine.patch import JsonPatch, json_diff, prefix_patch
 from webhook.engine.pod_shape import InvalidPod
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet
+from webhook.policy.model import KeepTogether
 from webhook.vocabulary import POLICY_LABEL
 from webhook.workloads.templates import PodTemplate, pod_templates, replace_at
+from webhook.workloads.together import keep_together
 
 __all__ = ["WORKLOAD_KINDS", "WorkloadMutation", "inherits_label", "mutate_workload"]
 
@@ -117,7 +119,19 @@ def mutate_workload(
             # With the label copied in, the engine's patch misses it: diff from the template.
             ops = result.patch if working is template.pod else json_diff(template.pod, result.pod)
             patch.extend(prefix_patch(ops, template.pointer))
+    # A Pod's own lone-pod warning comes from the engine; only workloads are kept together.
+    rule = _rule(policies, policy) if not denials and obj.get("kind") != "Pod" else None
+    if rule is not None:
+        together = keep_together(after, rule)
+        patch.extend(json_diff(after, together.obj))  # applied after the template ops
+        after = together.obj
+        warnings.extend(_at(label, w) for w in together.warnings)
     return WorkloadMutation(after, patch, warnings, denials, policy, count, unread)
+
+
+def _rule(policies: PolicySet, name: str | None) -> KeepTogether | None:
+    policy = policies.get(name) if name is not None else None
+    return policy.spec.placement.keep_together if policy is not None else None
 
 
 def _opted_in(template: PodTemplate, own: str | None) -> tuple[str | None, dict[str, Any]]:

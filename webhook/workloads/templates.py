@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.engine.patch import escape_token
 
-__all__ = ["PodTemplate", "pod_templates", "replace_at"]
+__all__ = ["PodTemplate", "pod_templates", "pods_of", "replace_at"]
 
 Path = tuple[str | int, ...]
 
@@ -81,6 +81,31 @@ def pod_templates(obj: dict[str, Any]) -> list[PodTemplate]:
         ]
     # Anything else (TrainJob runtimes, other CRDs): whatever is shaped like a pod template.
     return list(_generic(spec, ("spec",), _GENERIC_DEPTH))
+
+
+def pods_of(obj: dict[str, Any], template: PodTemplate) -> int:
+    """How many pods a workload creates from `template` at once (the ones keepTogether keeps
+    in one domain; for a LeaderWorkerSet, one group's)."""
+    kind, path = obj.get("kind"), template.path
+    if kind == "Job":
+        return _count(_at(obj, ("spec", "parallelism")))
+    if kind == "JobSet" and len(path) > 2:
+        job = _at(obj, path[:3])
+        replicas = _count(job.get("replicas") if isinstance(job, dict) else None)
+        return replicas * _count(_at(job, ("template", "spec", "parallelism")))
+    if kind == "LeaderWorkerSet":
+        size = _count(_at(obj, ("spec", "leaderWorkerTemplate", "size")))
+        leader = _at(obj, ("spec", "leaderWorkerTemplate", "leaderTemplate")) is not None
+        if path[-1] == "leaderTemplate":
+            return 1
+        return max(1, size - 1) if leader else size
+    if len(path) == 4 and str(path[1]).endswith("ReplicaSpecs"):
+        return _count(_at(obj, (*path[:3], "replicas")))
+    return 1
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def replace_at(obj: Any, path: Path, value: Any) -> Any:

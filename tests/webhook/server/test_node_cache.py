@@ -173,3 +173,15 @@ async def test_the_webhook_warns_over_https_and_never_waits(
         assert "3 nodes fail gpu-nic-link (NODE, PHB)" in warning and len(warning) <= 256
         plain = await admit(session, server, gpu_pod(gpus=2, policy=None))
         assert "warnings" not in plain  # pods that did not opt in are never judged
+
+
+async def test_carries_says_whether_some_node_has_a_label(api: NodeApiServer) -> None:
+    cache = NodeCache()
+    assert cache.carries("topoplace.io/network-tier-2") is None  # cold: not known yet
+    async with following(cache, api):
+        await until(lambda: "watch" in api.node_requests, "the watch")
+        assert cache.carries("topoplace.io/network-tier-2") is False
+        placed = copy.deepcopy(FLEET["dgx-a100-a"])
+        placed["metadata"]["labels"]["topoplace.io/network-tier-2"] = "b1"
+        api.node_store.put(placed)
+        await until(lambda: cache.carries("topoplace.io/network-tier-2") is True, "the label")
