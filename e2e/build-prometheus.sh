@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build Prometheus and promtool from the Go module proxy into a cache outside the repository,
 # keyed by version (e2e/versions.sh); a warm run does nothing. Only the two binaries, with
-# `remove_all_sd` (file and HTTP discovery only: the e2e scrape config lists pod IPs), one
-# package at a time so a 2-core machine stays usable. TOPOPLACE_E2E_PROMETHEUS=0: nothing.
+# every service-discovery plugin left out but Kubernetes' (the e2e Prometheus finds our pods
+# through the real API server, as a PodMonitor's scrape config does), one package at a time
+# so a 2-core machine stays usable. TOPOPLACE_E2E_PROMETHEUS=0: nothing.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,8 +31,8 @@ echo "[e2e-bin] prometheus $PROMETHEUS_VERSION: go install prometheus, promtool 
 minor=$(sed -E 's/^v0\.3([0-9]{2})\..*/\1/' <<<"$PROMETHEUS_VERSION")
 patch=${PROMETHEUS_VERSION##*.}
 ldflags="-s -w -X github.com/prometheus/common/version.Version=3.$((10#$minor)).$patch"
-CGO_ENABLED=0 GOBIN="$tmp" go install -p "${TOPOPLACE_E2E_GO_P:-1}" -trimpath -tags remove_all_sd \
-  -ldflags "$ldflags" \
+CGO_ENABLED=0 GOBIN="$tmp" go install -p "${TOPOPLACE_E2E_GO_P:-1}" -trimpath \
+  -tags remove_all_sd,enable_kubernetes_sd -ldflags "$ldflags" \
   "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION" \
   "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"
 mv "$tmp/promtool" "$bin/promtool"   # only a whole binary ever has the final name
