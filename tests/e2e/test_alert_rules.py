@@ -24,6 +24,7 @@ SYNC = "topoplace_agent_last_successful_sync_timestamp_seconds"
 NRT = "topoplace_agent_nrt_last_current_timestamp_seconds"
 ADMISSIONS = "topoplace_webhook_admission_requests_total"
 REFUSALS = "topoplace_agent_kubelet_refusals_total"
+EXPIRY = "topoplace_webhook_tls_certificate_expiry_timestamp_seconds"
 AGENT = 'node="n1",pod="topoplace-agent-x",namespace="topoplace-system"'
 
 
@@ -118,6 +119,18 @@ CASES: dict[str, list[Any]] = {
                 f'{ADMISSIONS}{{outcome="mutated",policy="ddp"}}': "0+50x30",
             },
             "20m",
+        ),
+    ],
+    "TopoplaceWebhookCertificateExpiring": [
+        # notAfter 6 days after t=0: under 7 days left throughout.
+        _fires(
+            "TopoplaceWebhookCertificateExpiring",
+            {f'{EXPIRY}{{pod="w1"}}': "518400x200"},
+            "2h",
+            WARN | {"pod": "w1"},
+        ),
+        _quiet(
+            "TopoplaceWebhookCertificateExpiring", {f'{EXPIRY}{{pod="w1"}}': "31536000x200"}, "2h"
         ),
     ],
     "TopoplaceKubeletRefusedPods": [

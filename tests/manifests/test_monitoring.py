@@ -23,6 +23,7 @@ from agent.sync.refusals import KubeletRefusals
 from e2e.addons import prometheus
 from tests.chart.compare import without_helm_labels
 from tests.manifests.rendered import NAMESPACE, REPO, helm
+from webhook.server.cert_expiry import CertificateExpiry
 from webhook.server.metrics import WebhookMetrics
 
 COMPONENT = REPO / "manifests" / "components" / "monitoring"
@@ -38,9 +39,9 @@ def _families() -> dict[str, str]:
     AuditMetrics(agent.registry)
     KubeletRefusals(agent.registry)
     agent.track_node_resource_topology()
-    return {
-        m.name: m.type for r in (agent.registry, WebhookMetrics().registry) for m in r.collect()
-    }
+    webhook = WebhookMetrics()
+    webhook.registry.register(CertificateExpiry(Path("/nonexistent/tls.crt")))
+    return {m.name: m.type for r in (agent.registry, webhook.registry) for m in r.collect()}
 
 
 def _series_names() -> set[str]:
