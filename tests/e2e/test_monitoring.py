@@ -168,6 +168,14 @@ def test_a_stopped_agent_raises_the_stale_labels_alert(
     assert "not synced" in alert["annotations"]["summary"]
     wait_agents_ready(kubectl, [STOPPED_NODE])
     kubectl("wait", "--for=condition=Ready", f"node/{STOPPED_NODE}", "--timeout=120s")
+    procs.wait_for(  # the next scenario must find the node schedulable, as before
+        lambda: not any(
+            t["key"].startswith("node.kubernetes.io/")
+            for t in kubectl.json("get", "node", STOPPED_NODE)["spec"].get("taints") or []
+        ),
+        f"the node lifecycle controller untainting {STOPPED_NODE}",
+        timeout=60,
+    )
 
 
 def _panel_queries() -> list[tuple[str, str]]:
