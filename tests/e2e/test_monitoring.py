@@ -28,7 +28,7 @@ from tests.e2e.helpers import REPO, training_pod, wait_bound
 from tests.e2e.kubelet_truth import wait_admitted_or_refused
 
 DASHBOARD = REPO / "manifests" / "components" / "monitoring" / "topoplace-dashboard.json"
-STOPPED_NODE = "pcie-l40s"  # no webhook replica there: admissions go on while it is frozen
+STOPPED_NODE = "pcie-l40s"  # a GPU node no scenario here places on
 REFUSING_NODE = "dgx-a100-nps4"  # one NUMA node (NPS4) holds 2 GPUs but not 192Gi
 
 
