@@ -49,9 +49,11 @@ chart: $(VENV)/.stamp-runtime
 # kubectl), the kubelet and our node runtime, built from source with Go >= 1.26 into
 # ~/.cache/topoplace/e2e/<versions>/bin; Helm into ~/.cache/topoplace/e2e/helm-<version>/bin.
 # Kueue into ~/.cache/topoplace/e2e/kueue-<version> (TOPOPLACE_E2E_KUEUE=0: none).
+# Prometheus and promtool into ~/.cache/topoplace/e2e/prometheus-<version> (TOPOPLACE_E2E_PROMETHEUS=0: none).
 e2e-bin:
 	bash e2e/build-bin.sh
 	bash e2e/build-helm.sh
+	bash e2e/build-prometheus.sh
 
 # Start it on 127.0.0.1 with Topoplace installed and a real kubelet per simulated node;
 # leaves it running.

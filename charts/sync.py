@@ -2,12 +2,14 @@
 
 The chart renders the kustomize base's own objects: `charts/topoplace/files/` holds verbatim
 copies of `manifests/base/**.yaml` (less its kustomization), the cert-manager and
-numa-scheduler overlays' objects and the example policies, and the templates load them with
+numa-scheduler overlays' objects, the monitoring component's files and the example policies,
+and the templates load them with
 `.Files.Get`. Helm cannot read outside the chart directory, and symlinks there make every
 helm command log a warning, hence copies. `charts/topoplace/crds/` holds the
 NodeResourceTopology CRD (manifests/components/noderesourcetopology-crd). `values.schema.json`
 embeds the PlacementPolicy schema that `topoplace-webhook schema` publishes, so `helm install`
-checks inline policies field by field.
+checks inline policies field by field, and the shipped alerts' names as the only keys of
+`monitoring.alerts`.
 
     python charts/sync.py          # rewrite what differs
     python charts/sync.py --check  # exit 1 naming what differs (make test runs this)
@@ -31,6 +33,7 @@ FILES = CHART / "files"
 CRDS = CHART / "crds"
 SCHEMA = CHART / "values.schema.json"
 POLICY_DEF = "PlacementPolicy"
+MONITORING = REPO / "manifests" / "components" / "monitoring"
 
 
 def sources() -> dict[str, Path]:
@@ -47,6 +50,25 @@ def sources() -> dict[str, Path]:
     out["manifests/overlays/numa-scheduler/scheduler.yaml"] = numa
     for path in sorted((REPO / "policies").glob("*.yaml")):
         out[f"policies/{path.name}"] = path
+    for path in sorted(MONITORING.glob("*")):
+        if path.name != "kustomization.yaml":
+            out[f"manifests/components/monitoring/{path.name}"] = path
+    return out
+
+
+def alert_names() -> list[str]:
+    """The shipped alerts: the only keys `monitoring.alerts` takes (the schema's enum)."""
+    import yaml
+
+    rule = yaml.safe_load((MONITORING / "prometheusrule.yaml").read_text())
+    return [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+
+
+def with_alert_names(values_schema: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """values_schema whose `monitoring.alerts` accepts exactly these alert names."""
+    out = json.loads(json.dumps(values_schema))
+    alerts = out["properties"]["monitoring"]["properties"]["alerts"]
+    alerts["propertyNames"] = {"enum": names}
     return out
 
 
@@ -88,7 +110,8 @@ def differences() -> tuple[list[str], dict[Path, str | Path], list[Path]]:
     present = {p for d in (FILES, CRDS) if d.exists() for p in d.rglob("*") if p.is_file()}
     stale = sorted(present - set(wanted))
     current = json.loads(SCHEMA.read_text())
-    schema_text = _dump(with_policy_schema(current, policy_schema()))
+    schema = with_alert_names(with_policy_schema(current, policy_schema()), alert_names())
+    schema_text = _dump(schema)
     if SCHEMA.read_text() != schema_text:
         changes[SCHEMA] = schema_text
     notes = [f"{p.relative_to(REPO)} differs from its source" for p in changes]

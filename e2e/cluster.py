@@ -8,6 +8,7 @@ simulated machine, with Topoplace on it.
     python -m e2e.cluster add-node NAME --sysfs DIR [--kubelet-config FILE] [--memory QTY]
     python -m e2e.cluster remove-node NAME
     python -m e2e.cluster audit NAME [--output json]      # the agent's audit on that node
+    python -m e2e.cluster prometheus-url                  # the Prometheus scraping our pods
 
 State (kubeconfigs, PKI, logs, pids, node fixtures) lives in $TOPOPLACE_E2E_STATE, default
 <repo>/.e2e; etcd's data and each kubelet's /var in /dev/shm (short paths: unix sockets live
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e import procs
-from e2e.addons import kueue, objectstore
+from e2e.addons import kueue, objectstore, prometheus
 from e2e.controlplane.numa_scheduler import start_numa_scheduler
 from e2e.controlplane.start import ControlPlane, start_control_plane
 from e2e.kube import Kubectl
@@ -49,6 +50,7 @@ STOP_ORDER_PREFIXES = (
     "runtime-",
     "mountns-",
     "kueue",
+    "prometheus",
     "kube-scheduler",
     "kube-controller-manager",
     "kube-apiserver",
@@ -113,6 +115,9 @@ def up(state: Path) -> int:
     with_kueue = kueue.wanted()
     if with_kueue and not (kueue.kueue_dir() / "bin" / "kueue").exists():
         missing.append(f"kueue (in {kueue.kueue_dir()}; or {kueue.OPT_OUT}=0 for none)")
+    with_prometheus = prometheus.wanted()
+    if with_prometheus and not (prometheus.prometheus_dir() / "prometheus").exists():
+        missing.append(f"prometheus (in {prometheus.prometheus_dir()}; or {prometheus.OPT_OUT}=0)")
     if missing:
         print(f"missing {', '.join(missing)} in {bins}: run `make e2e-bin`", file=sys.stderr)
         return 1
@@ -133,6 +138,7 @@ def up(state: Path) -> int:
         for node, url in running["agent_metrics"].items():
             node_paths[node]["agent_metrics"] = url
         queue = kueue.start(state, k, cp.admin_kubeconfig, say) if with_kueue else None
+        scraper = prometheus.start(state, cp.admin_kubeconfig, say) if with_prometheus else None
     except Exception as exc:
         try:
             print(f"make cluster failed: {exc}", file=sys.stderr)
@@ -142,6 +148,8 @@ def up(state: Path) -> int:
             down(state, quiet=True)
         return 1
     info = _record(state, cp, bins, node_paths, ours, queue)
+    info["prometheus"] = scraper
+    (state / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
     alive = procs.running(state)
     rss = ", ".join(
         f"{name} {rss_mib(alive[node_procs(name)[0]]):.0f} MiB"
@@ -224,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("up", "down", "status"):
         sub.add_parser(name)
+    sub.add_parser("prometheus-url", help="print the URL of the cluster's Prometheus")
     manage.add_parsers(sub)
     args = parser.parse_args(argv)
     state = state_dir()
@@ -234,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 1
+    if args.command == "prometheus-url":
+        scraper = cluster.info.get("prometheus")
+        if not scraper:
+            print(f"this cluster runs no Prometheus ({prometheus.OPT_OUT}=0)", file=sys.stderr)
+            return 1
+        print(scraper["url"])
+        return 0
     return manage.run(args, cluster, host_root=tmpfs_dir(state) / "nodes")
 
 

@@ -24,3 +24,10 @@ KUEUE_VERSION=v0.17.0
 e2e_kueue_dir() {
   echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/kueue-$KUEUE_VERSION"
 }
+# Prometheus and promtool (`make cluster` runs Prometheus on 127.0.0.1 scraping our pods;
+# promtool checks and unit-tests the shipped rules): `go install` from the Go module proxy,
+# the module's v0.3MM.P being Prometheus 3.MM.P, built without service-discovery plugins.
+PROMETHEUS_VERSION=v0.316.0
+e2e_prometheus_dir() {
+  echo "${TOPOPLACE_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topoplace/e2e}/prometheus-$PROMETHEUS_VERSION/bin"
+}

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+
+if TYPE_CHECKING:
+    from agent.sync.health import AgentMetrics
 
 __all__ = ["add_arguments", "run"]
 
@@ -119,11 +121,12 @@ async def _serve(args: argparse.Namespace) -> int:
         )
         watcher = asyncio.create_task(watch_cache(options.dataset_root, sync.poke, stop=stop))
         leasing = set()
-        publisher = _publisher(args, nodes.api, metrics.nrt_writes.inc)
+        publisher = _publisher(args, nodes.api, metrics)
         if publisher is not None:
             leasing.add(asyncio.create_task(publisher.run(stop)))
         if args.dataset_leases or publisher is not None:
             from agent.sync.pod_watch import PodLeases
+            from agent.sync.refusals import KubeletRefusals
 
             # One watch of this node's pods serves both the leases and the publisher.
             keeper = PodLeases(
@@ -132,6 +135,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 cache_root=options.dataset_root,
                 host_root=args.dataset_host_root,
                 on_event=publisher.poke if publisher is not None else lambda: None,
+                on_pod=KubeletRefusals(metrics.registry).observe,
                 lease=args.dataset_leases,
             )
             leasing.add(asyncio.create_task(keeper.run(stop)))
@@ -162,7 +166,7 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _publisher(args: argparse.Namespace, api: Any, on_write: Callable[[], None]) -> Any:
+def _publisher(args: argparse.Namespace, api: Any, metrics: AgentMetrics) -> Any:
     """The NodeResourceTopology publisher, or None when turned off."""
     if not args.node_resource_topology:
         return None
@@ -182,7 +186,8 @@ def _publisher(args: argparse.Namespace, api: Any, on_write: Callable[[], None])
         TopologyApi(api),
         partial(read_body, sources),
         node_name=args.node_name,
-        on_write=on_write,
+        on_write=metrics.nrt_writes.inc,
+        on_current=metrics.track_node_resource_topology(),
         recheck=args.resync_interval,
     )
 

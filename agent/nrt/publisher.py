@@ -65,6 +65,7 @@ class Publisher:
         *,
         node_name: str,
         on_write: Callable[[], None] = lambda: None,
+        on_current: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         min_interval: float = 1.0,
@@ -76,6 +77,7 @@ class Publisher:
         self._read = read  # blocking: PodResources and sysfs; run in a thread
         self._name = node_name
         self._on_write = on_write
+        self._on_current = on_current  # the object is known to match the node (freshness metric)
         self._clock = clock
         self._sleep = sleep
         self._min_interval = min_interval
@@ -176,6 +178,7 @@ class Publisher:
             self._crd_backoff.reset()
         wanted = owned_part(body)
         if wanted == self._written:
+            self._on_current()
             return
         wait = self._last_write + self._min_interval - self._clock()
         if wait > 0:  # at most one write per min_interval: come back then
@@ -189,6 +192,7 @@ class Publisher:
         self._last_write = self._clock()
         self.writes += 1
         self._on_write()
+        self._on_current()
 
     def _crd_missing(self, exc: CrdMissing) -> None:
         self._verified = False

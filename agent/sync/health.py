@@ -9,6 +9,8 @@ serves `/healthz` (the process answers), `/readyz` (200 once a reconcile has suc
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from types import TracebackType
 
 from aiohttp import web
@@ -70,6 +72,16 @@ class AgentMetrics:
         # Labels known up front so dashboards see zeros instead of absent series.
         for result in ("patched", "unchanged", "node_missing", "api_error", "discovery_error"):
             self.reconciles.labels(result=result, trigger="resync")
+
+    def track_node_resource_topology(self) -> Callable[[], None]:
+        """The NodeResourceTopology freshness gauge, only where the publisher runs (0 until its
+        first success, so an alert sees one never published); returns its setter."""
+        current = Gauge(
+            "topoplace_agent_nrt_last_current_timestamp_seconds",
+            "Unix time the node's NodeResourceTopology was last known to match PodResources",
+            registry=self.registry,
+        )
+        return lambda: current.set(time.time())
 
     def record(self, event: SyncEvent) -> None:
         if isinstance(event, ApiCall):

@@ -88,6 +88,7 @@ class PodLeases:
         backoff: Backoff | None = None,
         watch_seconds: int = _WATCH_SECONDS,
         on_event: Callable[[], None] = lambda: None,
+        on_pod: Callable[[Mapping[str, Any]], None] = lambda _: None,
         lease: bool = True,
     ) -> None:
         self._core = client.CoreV1Api(api)
@@ -98,6 +99,7 @@ class PodLeases:
         self._backoff = backoff or Backoff(BackoffPolicy(initial=1.0, cap=30.0))
         self._watch_seconds = watch_seconds
         self._on_event = on_event
+        self._on_pod = on_pod  # every pod listed or changed (the kubelet-refusal count)
         self._lease = lease
         self._held: dict[str, set[Version]] = {}  # uid -> versions this agent leased
         self.lists = 0  # completed list-and-sweep passes, for tests and logs
@@ -158,6 +160,7 @@ class PodLeases:
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         if not uid:
             return False
+        self._on_pod(pod)
         phase = (pod.get("status") or {}).get("phase")
         if not self._lease:
             return kind != "DELETED" and phase not in _FINISHED

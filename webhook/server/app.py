@@ -29,6 +29,7 @@ from webhook.engine.mutation import EngineSettings
 from webhook.scheduler.service import NumaScheduling
 from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter, build_response
 from webhook.server.answer_cache import CachedAdmitter
+from webhook.server.cert_expiry import CertificateExpiry
 from webhook.server.metrics import WebhookMetrics, serve_metrics
 from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
@@ -202,6 +203,7 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     )
     watcher.load_initial()
     tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
+    metrics.registry.register(CertificateExpiry(config.cert_path))
     numa = (
         NumaScheduling(lambda: store.current, lease_interval=config.lease_check_interval)
         if config.numa_scheduling
