@@ -13,8 +13,6 @@ from pathlib import Path
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from webhook.certs.keys import not_after
-
 __all__ = ["CertificateExpiry"]
 
 log = logging.getLogger(__name__)
@@ -30,6 +28,10 @@ class CertificateExpiry(Collector):
             "topoplace_webhook_tls_certificate_expiry_timestamp_seconds",
             "Unix time the serving certificate expires (its notAfter)",
         )
+        # Imported at the first scrape, not at start: cryptography is about 8 MB of the
+        # webhook's resident memory, and nothing else on the serving path needs it.
+        from webhook.certs.keys import not_after
+
         try:
             expires = not_after(self._path.read_bytes())
         except (OSError, ValueError) as exc:
