@@ -97,6 +97,10 @@ class NrtCache:
         self.zones = zones  # swapped in whole
         self.ready = True
         self.generation += 1
+        logger.info(
+            "NodeResourceTopology cache: listed",
+            extra={"objects": len(zones), "rv": snapshot.resource_version},
+        )
         if self._said_absent:
             logger.info("NodeResourceTopology CRD found", extra={"objects": len(zones)})
             self._said_absent = False
