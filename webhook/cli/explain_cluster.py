@@ -56,6 +56,7 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
                     group=GROUP,
                     version=VERSION,
                     plural=PLURAL,
+                    resource_version="0",
                 )
             except ApiError as exc:
                 if exc.status not in (403, 404):  # no CRD, or not ours to read: hardware only
@@ -63,10 +64,12 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
                 return []
             return listed
 
-        # At once: at fleet size each list is seconds of the API server's time, not ours.
+        # At once, and from the API server's watch cache (resourceVersion 0: no quorum read of
+        # etcd, one page): at fleet size each list is seconds of the API server's time. A
+        # diagnosis may be a moment behind; the webhook's own caches list as before.
         (raw_nodes, _), (raw_pods, _), raw_zones = await asyncio.gather(
-            list_all(core.list_node),
-            list_all(core.list_pod_for_all_namespaces, field_selector=_BOUND),
+            list_all(core.list_node, resource_version="0"),
+            list_all(core.list_pod_for_all_namespaces, field_selector=_BOUND, resource_version="0"),
             zones_listed(),
         )
         policies = None
