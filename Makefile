@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e bench-e2e chart
+.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e bench-e2e bench-scale chart
 
 $(VENV)/.stamp-runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,12 @@ e2e: $(VENV)/.stamp-test e2e-bin
 bench-e2e: $(VENV)/.stamp-bench e2e-bin
 	-e2e/build-kyverno.sh
 	$(PY) -m benchmarks --only e2e,e2e-datasets,e2e-nrt --output benchmarks/results-e2e.md
+
+# Fleet scale on the real API server: 5, 1,000 and 5,000 simulated Nodes (no kubelets) with a
+# NodeResourceTopology each; its own control plane, torn down at the end. Not in make e2e.
+# SCALE_ARGS passes flags, e.g. SCALE_ARGS="--pods 300" (python -m benchmarks.scale --help).
+bench-scale: $(VENV)/.stamp-bench e2e-bin
+	$(PY) -m benchmarks.scale $(SCALE_ARGS)
 
 image:
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \

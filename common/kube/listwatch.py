@@ -13,9 +13,10 @@ snapshot (`on_list`) and with each ADDED/MODIFIED/DELETED object (`on_event`).
   answering 410 cannot make us relist in a tight loop.
 - A handler's own error (`handler_errors`) or an unreadable event relists after a backoff:
   the cache may have missed that change.
-- Failures back off (common/backoff.py, Retry-After honoured). The backoff is reset only after
-  a healthy watch, one that delivered an event or stayed open `HEALTHY_S`: a server that
-  accepts every watch and closes it at once is paced like one that refuses it.
+- Failures back off (common/backoff.py, Retry-After honoured); one before the first list says
+  the cache is not full yet (a throttled or slow API server at start-up). The backoff is
+  reset only after a healthy watch, one that delivered an event or stayed open `HEALTHY_S`:
+  a server that accepts every watch and closes it at once is paced like one that refuses it.
 """
 
 from __future__ import annotations
@@ -186,7 +187,10 @@ class ListWatch:
         retry_after = exc.retry_after if isinstance(exc, ApiError) else None
         delay = self._next_delay(retry_after=retry_after)
         self._log.warning(
-            "%s: list/watch failed; retrying",
+            # Before the first list the cache is empty: its users answer as if it were absent.
+            "%s: list/watch failed; retrying"
+            if self.lists
+            else "%s: first list failed, the cache is not full yet; retrying",
             self._what,
             extra={"error": str(exc) or type(exc).__name__, "retry_in_s": round(delay, 2)},
         )

@@ -77,11 +77,14 @@ async def list_all(
     """Every item of a list call (e.g. CoreV1Api.list_node) and the list's resourceVersion.
 
     Pages share one snapshot: the resourceVersion of the last page is that of the whole list,
-    the one to watch from.
+    the one to watch from. `resource_version="0"` asks for the API server's cache (it may
+    answer in one page; later pages follow the continue token alone).
     """
     items: list[dict[str, Any]] = []
     token: str | None = None
     while True:
+        if token:  # a continue token carries its snapshot; the server refuses both
+            kwargs.pop("resource_version", None)
         extra = {"_continue": token} if token else {}
         doc = await read_json(await call(_preload_content=False, limit=page, **extra, **kwargs))
         items.extend(doc.get("items") or [])

@@ -24,7 +24,7 @@ from e2e.controlplane.start import ControlPlane
 from e2e.kube import Kubectl, get_url
 from e2e.topoplace.install import Say
 
-__all__ = ["NAME", "OVERLAY_OBJECTS", "start_numa_scheduler"]
+__all__ = ["NAME", "OVERLAY_OBJECTS", "overlay_flags", "overlay_objects", "start_numa_scheduler"]
 
 NAME = "topoplace-numa-scheduler"
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ _USER = "system:kube-scheduler"  # the CN of the scheduler's client certificate 
 _POD_ONLY = ("--config=", "--bind-address=", "--secure-port=")
 
 
-def _objects() -> dict[tuple[str, str], dict[str, Any]]:
+def overlay_objects() -> dict[tuple[str, str], dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(OVERLAY_OBJECTS.read_text()) if d]
     return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
@@ -47,7 +47,7 @@ def _config(objects: dict[tuple[str, str], Any], kubeconfig: Path, ca: Path) -> 
     return config
 
 
-def _flags(objects: dict[tuple[str, str], Any]) -> list[str]:
+def overlay_flags(objects: dict[tuple[str, str], Any]) -> list[str]:
     (container,) = objects[("Deployment", NAME)]["spec"]["template"]["spec"]["containers"]
     return [a for a in container["command"][1:] if not a.startswith(_POD_ONLY)]
 
@@ -61,7 +61,7 @@ def _lease_access(k: Kubectl, objects: dict[tuple[str, str], Any]) -> None:
 
 def start_numa_scheduler(cp: ControlPlane, k: Kubectl, say: Say) -> None:
     state = cp.state
-    objects = _objects()
+    objects = overlay_objects()
     webhook = k.json("get", "mutatingwebhookconfiguration", "topoplace-webhook")
     ca = state / "pki" / "topoplace-webhook-ca.crt"
     ca.write_bytes(base64.b64decode(webhook["webhooks"][0]["clientConfig"]["caBundle"]))
@@ -79,7 +79,7 @@ def start_numa_scheduler(cp: ControlPlane, k: Kubectl, say: Say) -> None:
             f"--config={config_file}",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
-            *_flags(objects),
+            *overlay_flags(objects),
         ],
         env=proxy,
     )

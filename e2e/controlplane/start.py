@@ -127,7 +127,11 @@ def _start_service_proxy(state: Path, kubeconfig: Path) -> tuple[Path, dict[str,
     return config, env
 
 
-def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> ControlPlane:
+def start_control_plane(
+    state: Path, bin_dir: Path, etcd_data: Path, say, *, controllers: tuple[str, ...] = CONTROLLERS
+) -> ControlPlane:
+    """`controllers`: kube-controller-manager's list (the scale bench leaves node-lifecycle
+    out, so Nodes with no kubelet stay Ready, as kube-scheduler's scheduler_perf does)."""
     pki = make_pki(state / "pki")
     say("PKI generated (one CA, serving and client pairs, service-account key)")
     etcd_port, peer_port, api_port = procs.free_port(), procs.free_port(), procs.free_port()
@@ -227,7 +231,7 @@ def start_control_plane(state: Path, bin_dir: Path, etcd_data: Path, say) -> Con
         [
             str(bin_dir / "kube-controller-manager"),
             f"--kubeconfig={component['kube-controller-manager']}",
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join(controllers)}",
             "--use-service-account-credentials=true",  # each controller under its own RBAC role
             f"--service-account-private-key-file={pki.key('service-account')}",
             f"--root-ca-file={pki.ca}",

@@ -8,6 +8,7 @@ subcommand: a helper of webhook/cli/explain.py, never run by the webhook's Servi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -47,19 +48,30 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
     cfg = await load_configuration(kubeconfig)
     async with client.ApiClient(cfg) as api:
         core = client.CoreV1Api(api)
-        raw_nodes, _ = await list_all(core.list_node)
-        raw_pods, _ = await list_all(core.list_pod_for_all_namespaces, field_selector=_BOUND)
-        try:
-            raw_zones, _ = await list_all(
-                client.CustomObjectsApi(api).list_cluster_custom_object,
-                group=GROUP,
-                version=VERSION,
-                plural=PLURAL,
-            )
-        except ApiError as exc:
-            if exc.status not in (403, 404):  # no CRD, or not ours to read: hardware only
-                raise
-            raw_zones = []
+
+        async def zones_listed() -> list[dict[str, Any]]:
+            try:
+                listed, _ = await list_all(
+                    client.CustomObjectsApi(api).list_cluster_custom_object,
+                    group=GROUP,
+                    version=VERSION,
+                    plural=PLURAL,
+                    resource_version="0",
+                )
+            except ApiError as exc:
+                if exc.status not in (403, 404):  # no CRD, or not ours to read: hardware only
+                    raise
+                return []
+            return listed
+
+        # At once, and from the API server's watch cache (resourceVersion 0: no quorum read of
+        # etcd, one page): at fleet size each list is seconds of the API server's time. A
+        # diagnosis may be a moment behind; the webhook's own caches list as before.
+        (raw_nodes, _), (raw_pods, _), raw_zones = await asyncio.gather(
+            list_all(core.list_node, resource_version="0"),
+            list_all(core.list_pod_for_all_namespaces, field_selector=_BOUND, resource_version="0"),
+            zones_listed(),
+        )
         policies = None
         if policies_configmap is not None:
             namespace, _, name = policies_configmap.rpartition("/")

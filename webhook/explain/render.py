@@ -3,8 +3,9 @@ docs/troubleshooting.md and DESIGN.md "Output contracts of the inspection comman
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 from webhook.explain.verdict import Explanation
 from webhook.topology.requests import format_amount
@@ -51,7 +52,9 @@ def to_json(explanation: Explanation) -> dict[str, Any]:
 
 
 def to_json_text(explanation: Explanation) -> str:
-    return json.dumps(to_json(explanation), indent=2, ensure_ascii=False) + "\n"
+    # orjson: the same text as json.dumps(indent=2, ensure_ascii=False), at 5,000 nodes in a
+    # fraction of the time.
+    return orjson.dumps(to_json(explanation), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def to_table(explanation: Explanation) -> str:

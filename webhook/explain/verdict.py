@@ -7,12 +7,13 @@ the webhook would, then runs the pod's checks (webhook/explain/checks.py) on eve
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
+from webhook.explain.alike import alike_key
 from webhook.explain.checks import Check, PodPlan, plan_for
 from webhook.explain.free import NUMA_FREE_CHECK, ZonesOf, free_refusal
 from webhook.explain.kubelet import kubelet_note, topology_failure
@@ -212,6 +213,25 @@ def evaluate(plan: PodPlan, node: NodeView) -> NodeVerdict:
     )
 
 
+def _judge_all(
+    plan: PodPlan, nodes: Sequence[NodeView], zones: ZonesOf | None
+) -> Iterator[NodeVerdict]:
+    """`evaluate` and the numa-free check on each node, once per group of alike nodes
+    (alike.py) with alike NUMA zones (zones_of_documents shares their tuple)."""
+    key_of = alike_key(plan)
+    judged: dict[Hashable, tuple[object, NodeVerdict]] = {}
+    for node in nodes:
+        free = zones(node.name) if zones is not None else None
+        shape = (id(free.zones), free.policy, free.scope) if free is not None else None
+        key = (key_of(node), shape)
+        known = judged.get(key)
+        if known is None:  # the memo holds `free`, so no id in a key is reused meanwhile
+            known = judged[key] = (free, judge(plan, node, zones))
+            yield known[1]
+        else:
+            yield replace(known[1], node=node.name)
+
+
 def applied_policy(
     mutated: Mapping[str, Any], name: str | None, policies: PolicySet
 ) -> PlacementPolicy | None:
@@ -257,7 +277,7 @@ def explain_pod(
         )
     else:
         plan = plan_for(mutation.pod, policy)
-        judged = (judge(plan, n, zones) for n in nodes)
+        judged = _judge_all(plan, nodes, zones)
         verdicts = tuple(sorted(judged, key=_order))
     name = label or _pod_label(pod)
     return Explanation(

@@ -9,6 +9,11 @@ Topoplace's extender is `nodeCacheCapable: true`: kube-scheduler sends node name
 NUMA zones come from the NodeResourceTopology watch, not from the Node objects) and reads
 `NodeNames` back. A node with no NodeResourceTopology passes the filter and scores 0: the
 extender knows nothing against it, and the stock checks still apply.
+
+Alike nodes are judged once per request: nodes whose NUMA zones hold the same counts under the
+same policy and scope get the same verdict, and the NodeResourceTopology cache hands them one
+shared zones tuple (nrt_cache.py), so a fleet of a few machine classes costs a few fits and
+a dictionary look-up per node, not one Topology Manager model run per node.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.topology.admission import pod_units
+from webhook.topology.admission import PodUnits, pod_units
 from webhook.topology.fit import FreeFit, free_fit
 from webhook.topology.zones import NodeZones
 
@@ -25,6 +30,7 @@ __all__ = ["MAX_SCORE", "BadArgs", "ExtenderArgs", "filter_nodes", "parse_args",
 
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
 ZonesOf = Callable[[str], NodeZones | None]
+_UNKNOWN = FreeFit(True)  # no NodeResourceTopology: nothing known against the node
 
 
 class BadArgs(ValueError):
@@ -60,18 +66,35 @@ def parse_args(doc: Any) -> ExtenderArgs:
     return ExtenderArgs(pod, tuple(names))
 
 
+def _judge(zones_of: ZonesOf, units: PodUnits) -> Callable[[str], FreeFit | None]:
+    """One node's verdict (None: no NodeResourceTopology), fitted once per group of alike
+    nodes: the memo holds the zones tuple it keys by id, so no id is reused meanwhile."""
+    memo: dict[tuple[int, str | None, str], tuple[object, FreeFit]] = {}
+
+    def judge(name: str) -> FreeFit | None:
+        zones = zones_of(name)
+        if zones is None:
+            return None
+        key = (id(zones.zones), zones.policy, zones.scope)
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = (zones.zones, free_fit(zones, units))
+        return known[1]
+
+    return judge
+
+
 def filter_nodes(args: ExtenderArgs, zones_of: ZonesOf) -> dict[str, Any]:
     """ExtenderFilterResult: the nodes whose NUMA nodes hold the pod now, and why not the rest.
 
     Failed nodes go to FailedNodes, not FailedAndUnresolvableNodes: evicting a lower-priority
     pod frees GPUs, so preemption can help.
     """
-    units = pod_units(args.pod["spec"])
+    judge = _judge(zones_of, pod_units(args.pod["spec"]))
     passed: list[str] = []
     failed: dict[str, str] = {}
     for name in args.nodes:
-        zones = zones_of(name)
-        verdict = free_fit(zones, units) if zones is not None else FreeFit(True)
+        verdict = judge(name) or _UNKNOWN
         if verdict.fits:
             passed.append(name)
         else:
@@ -82,14 +105,10 @@ def filter_nodes(args: ExtenderArgs, zones_of: ZonesOf) -> dict[str, Any]:
 def prioritize(args: ExtenderArgs, zones_of: ZonesOf) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
-    units = pod_units(args.pod["spec"])
+    judge = _judge(zones_of, pod_units(args.pod["spec"]))
     out = []
     for name in args.nodes:
-        zones = zones_of(name)
-        score = 0
-        if zones is not None:
-            verdict = free_fit(zones, units)
-            if verdict.fits:
-                score = round(MAX_SCORE * verdict.tightness)
+        verdict = judge(name)
+        score = round(MAX_SCORE * verdict.tightness) if verdict is not None and verdict.fits else 0
         out.append({"Host": name, "Score": score})
     return out

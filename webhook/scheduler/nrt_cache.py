@@ -4,14 +4,17 @@ and the admission warning.
 List, watch, resume, relist on 410 Gone and back off as common/kube/listwatch.py does. The
 CRD absent (404: neither NFD nor Topoplace's component installed) is logged once and retried
 at the backoff's cap: nothing reads free capacity meanwhile, and everything behaves as
-without the objects. A malformed object is logged and left out. Only `NodeZones` are kept.
+without the objects. A malformed object is logged and left out. Only `NodeZones` are kept,
+and nodes whose zones hold the same counts share one zones tuple: a fleet of a few machine
+classes keeps a few hundred zone records, not one per node, and the extender judges each
+shared tuple once (webhook/scheduler/extender.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,9 @@ from common.node_resource_topology import GROUP, PLURAL, VERSION
 from webhook.kube_read import ApiError
 from webhook.topology.zones import (
     NodeZones,
+    Zone,
     ZoneError,
+    shared,
     zones_from_object,
 )
 
@@ -41,6 +46,8 @@ class NrtCache:
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         self._said_absent = False
+        # zones' counts -> the one tuple alike nodes share (cleared when it outgrows the nodes)
+        self._shared: dict[Hashable, tuple[Zone, ...]] = {}
 
     def get(self, node: str) -> NodeZones | None:
         return self.zones.get(node)
@@ -90,13 +97,18 @@ class NrtCache:
 
     def _listed(self, snapshot: Snapshot) -> None:
         zones = {}
+        self._shared = {}
         for item in snapshot.items:
-            parsed = _parse(item)
+            parsed = self._parse(item)
             if parsed is not None:
                 zones[parsed.node] = parsed
         self.zones = zones  # swapped in whole
         self.ready = True
         self.generation += 1
+        logger.info(
+            "NodeResourceTopology cache: listed",
+            extra={"objects": len(zones), "rv": snapshot.resource_version},
+        )
         if self._said_absent:
             logger.info("NodeResourceTopology CRD found", extra={"objects": len(zones)})
             self._said_absent = False
@@ -108,17 +120,19 @@ class NrtCache:
             self.zones.pop(name, None)
         else:
             # In place: readers share this event loop, so none sees a half-made change.
-            parsed = _parse(obj)
+            parsed = self._parse(obj)
             if parsed is None:
                 self.zones.pop(name, None)
             else:
                 self.zones[name] = parsed
         self.generation += 1
 
-
-def _parse(obj: Mapping[str, Any]) -> NodeZones | None:
-    try:
-        return zones_from_object(obj)
-    except ZoneError as exc:
-        logger.warning("NodeResourceTopology skipped", extra={"error": str(exc)})
-        return None
+    def _parse(self, obj: Mapping[str, Any]) -> NodeZones | None:
+        try:
+            parsed = zones_from_object(obj)
+        except ZoneError as exc:
+            logger.warning("NodeResourceTopology skipped", extra={"error": str(exc)})
+            return None
+        if len(self._shared) > 2 * len(self.zones) + 64:  # churn left counts nobody has
+            self._shared = {}
+        return shared(parsed, self._shared)

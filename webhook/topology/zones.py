@@ -8,8 +8,8 @@ the field that was wrong; the caches skip such an object and log it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +20,8 @@ __all__ = [
     "NodeZones",
     "Zone",
     "ZoneError",
+    "shared",
+    "zone_counts",
     "zones_from_object",
     "zones_of_documents",
 ]
@@ -112,11 +114,28 @@ def _zone_order(name: str) -> tuple[int, str]:
     return (int(tail), name) if tail.isdigit() else (1 << 30, name)
 
 
+def zone_counts(zones: tuple[Zone, ...]) -> Hashable:
+    """What makes two nodes' zones alike: every zone's name and counts."""
+    return tuple(
+        (z.name, *(tuple(sorted(m.items())) for m in (z.available, z.allocatable, z.capacity)))
+        for z in zones
+    )
+
+
+def shared(zones: NodeZones, alike: dict[Hashable, tuple[Zone, ...]]) -> NodeZones:
+    """`zones` holding the one tuple in `alike` of nodes with the same counts (added when
+    new): alike nodes share a record, and a caller may judge each shared tuple once."""
+    same = alike.setdefault(zone_counts(zones.zones), zones.zones)
+    return zones if same is zones.zones else replace(zones, zones=same)
+
+
 def zones_of_documents(docs: Iterable[Mapping[str, Any]]) -> dict[str, NodeZones]:
-    """The NodeResourceTopology objects among `docs`, by node (ZoneError on a bad one)."""
+    """The NodeResourceTopology objects among `docs`, by node (ZoneError on a bad one);
+    alike nodes share one zones tuple."""
     found = {}
+    alike: dict[Hashable, tuple[Zone, ...]] = {}
     for doc in docs:
         if doc.get("kind", "NodeResourceTopology") == "NodeResourceTopology":
-            zones = zones_from_object(doc)
+            zones = shared(zones_from_object(doc), alike)
             found[zones.node] = zones
     return found

@@ -40,6 +40,11 @@ class NodeStore(PodStore):
         if request.query.get("watch") in ("true", "1", "True") or not limit:
             return await super().handle(request)
         self.lists += 1
+        if request.query.get("continue") and request.query.get("resourceVersion"):
+            # kube-apiserver's answer: a continue token carries its own snapshot.
+            status = {"kind": "Status", "code": 400, "message": "specifying resource version "
+                      "is not allowed when using continue"}  # fmt: skip
+            return web.json_response(status, status=400)
         start = int(request.query.get("continue") or 0)
         items = sorted(self.pods.values(), key=lambda n: n["metadata"]["name"])
         page = items[start : start + limit]

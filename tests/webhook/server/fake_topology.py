@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.agent.sync.fake_apiserver import TOKEN
+from tests.agent.sync.fake_apiserver import TOKEN, Fault
 from tests.webhook.server.fake_nodes import NodeApiServer, NodeStore
 
 __all__ = ["TopologyApiServer"]
@@ -28,6 +28,7 @@ class TopologyApiServer(NodeApiServer):
     nrt_requests: list[str] = field(default_factory=list)
     leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     lease_reads: int = 0
+    nrt_outage: Fault | None = None  # answered to every NodeResourceTopology request meanwhile
 
     def add_routes(self, app: web.Application) -> None:
         super().add_routes(app)
@@ -40,6 +41,13 @@ class TopologyApiServer(NodeApiServer):
             return _status(401, "Unauthorized")
         if not self.crd_installed:
             return _status(404, "the server could not find the requested resource")
+        if self.nrt_outage is not None:
+            headers = {"Retry-After": r} if (r := self.nrt_outage.retry_after) else None
+            return web.json_response(
+                {"kind": "Status", "code": self.nrt_outage.status, "message": "planned"},
+                status=self.nrt_outage.status,
+                headers=headers,
+            )
         return await self.nrt_store.handle(request)
 
     async def _lease(self, request: web.Request) -> web.Response:

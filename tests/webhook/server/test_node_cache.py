@@ -137,6 +137,23 @@ async def test_thousands_of_nodes_come_in_pages(api: NodeApiServer) -> None:
     assert api.node_requests[:4] == ["list", "list", "list", "watch"]
 
 
+async def test_a_list_from_the_cache_pages_by_its_continue_token(api: NodeApiServer) -> None:
+    """explain --kubeconfig lists with resourceVersion 0; a server that still pages it must
+    be followed by the continue token alone (it refuses both)."""
+    from kubernetes_asyncio import client
+
+    from common.kube.read import list_all
+    from common.kube_config import load_configuration
+
+    for i in range(1200):
+        node = copy.deepcopy(FLEET["dgx-h100-a"])
+        node["metadata"]["name"] = f"gpu-{i:04d}"
+        api.node_store.put(node)
+    async with client.ApiClient(await load_configuration(api.write_kubeconfig())) as raw:
+        items, _ = await list_all(client.CoreV1Api(raw).list_node, resource_version="0")
+    assert len(items) == 1203 and api.node_requests == ["list", "list", "list"]
+
+
 async def admit(
     session: aiohttp.ClientSession, server: WebhookServer, pod: dict[str, Any]
 ) -> dict[str, Any]:

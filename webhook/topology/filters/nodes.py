@@ -6,6 +6,8 @@ managed fields), and `explain` reads `kubectl get nodes -o yaml` output into the
 
 from __future__ import annotations
 
+import collections
+import functools
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,7 +56,7 @@ class NodeView:
         # Interned: thousands of nodes repeat the same keys and values.
         labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in raw_labels.items()}
         spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        topo = load_topology((metadata.get("annotations") or {}).get(TOPOLOGY_ANNOTATION))
+        numa, pairing = _hardware((metadata.get("annotations") or {}).get(TOPOLOGY_ANNOTATION))
         status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
         return cls(
             name=name,
@@ -63,9 +65,24 @@ class NodeView:
             taints=parse_taints(spec),
             unschedulable=spec.get("unschedulable") is True,
             resources_known="allocatable" in status,
-            numa=numa_shape(topo),
-            pairing=pairing_of(topo),
+            numa=numa,
+            pairing=pairing,
         )
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(annotation: str) -> tuple[NumaShape | None, Pairing | None]:
+    topo = load_topology(annotation)
+    return numa_shape(topo), pairing_of(topo)
+
+
+def _hardware(annotation: Any) -> tuple[NumaShape | None, Pairing | None]:
+    """The annotation's shape and pairing; alike machines write the same text, so a fleet of
+    a few machine classes parses a few annotations, and their nodes share the frozen results."""
+    if isinstance(annotation, str):
+        return _parsed(annotation)
+    topo = load_topology(annotation)
+    return numa_shape(topo), pairing_of(topo)
 
 
 def node_views(docs: Iterable[Any]) -> list[NodeView]:
@@ -82,8 +99,8 @@ def node_views(docs: Iterable[Any]) -> list[NodeView]:
             views.extend(_one(item, f"document {index} item {i}") for i, item in enumerate(items))
         else:
             views.append(_one(doc, f"document {index}"))
-    names = [v.name for v in views]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    counts = collections.Counter(v.name for v in views)
+    duplicates = sorted(n for n, c in counts.items() if c > 1)
     if duplicates:
         raise NodeError(f"node(s) listed twice: {', '.join(duplicates)}")
     return views

@@ -1,0 +1,73 @@
+"""The extender at fleet size: alike nodes share one zones record in the cache and one
+verdict per request, and every node still gets the answer a node-by-node judgement gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.webhook.topology.nrt import nrt
+from webhook.scheduler.extender import ExtenderArgs, filter_nodes, prioritize
+from webhook.scheduler.nrt_cache import NrtCache
+from webhook.topology.admission import pod_units
+from webhook.topology.fit import FreeFit, free_fit
+from webhook.topology.zones import zones_from_object
+
+# Free GPUs per zone of the machine classes of a fleet: whole, half taken, full.
+_MIX = ((4, 4), (0, 4), (0, 0), (4, 4, 4, 4))
+
+
+def _fleet(count: int) -> NrtCache:
+    cache = NrtCache()
+    for i in range(count):
+        cache.apply("ADDED", nrt(f"gpu-{i:05d}", _MIX[i % len(_MIX)]))
+    return cache
+
+
+def _pod(gpus: int, containers: int = 1) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": str(gpus), "cpu": "8", "memory": "64Gi"}
+    side = {"cpu": "100m", "memory": "64Mi"}
+    spec = [{"name": "worker", "image": "x", "resources": {"limits": limits, "requests": limits}}]
+    spec += [
+        {"name": f"side-{i}", "image": "x", "resources": {"limits": side, "requests": side}}
+        for i in range(1, containers)
+    ]
+    return {"metadata": {"name": "p"}, "spec": {"containers": spec}}
+
+
+def test_alike_nodes_share_one_zones_record() -> None:
+    cache = _fleet(400)
+    distinct = {id(cache.zones[name].zones) for name in cache.zones}
+    assert len(distinct) == len(_MIX)
+    # A change gives the node its own counts; its neighbours keep theirs.
+    cache.apply("MODIFIED", nrt("gpu-00000", (1, 4)))
+    assert cache.zones["gpu-00000"].zones[0].available["nvidia.com/gpu"] == 1
+    assert cache.zones["gpu-00004"].zones[0].available["nvidia.com/gpu"] == 4
+
+
+def test_5000_names_and_20_containers_get_each_node_its_own_answer() -> None:
+    cache = _fleet(5000)
+    cache.apply("ADDED", nrt("gpu-odd", (3, 0), policy="restricted", scope="pod"))
+    names = [*cache.zones, "no-nrt-node"]
+    pod = _pod(4, containers=20)
+    args = ExtenderArgs(pod, tuple(names))
+    units = pod_units(pod["spec"])
+    # Each class judged on an object of its own, outside the cache: what every node should get.
+    by_class = [free_fit(zones_from_object(nrt("alone", free)), units) for free in _MIX]
+    odd = free_fit(zones_from_object(nrt("alone", (3, 0), policy="restricted", scope="pod")), units)
+
+    def expected(name: str) -> FreeFit | None:
+        if name == "no-nrt-node":
+            return None
+        return odd if name == "gpu-odd" else by_class[int(name.rsplit("-", 1)[1]) % len(_MIX)]
+
+    result = filter_nodes(args, cache.get)
+    fits = {n for n in names if (v := expected(n)) is None or v.fits}
+    assert set(result["NodeNames"]) == fits
+    assert set(result["FailedNodes"]) == set(names) - fits
+    assert {"gpu-odd", "gpu-00002"} <= set(result["FailedNodes"])
+    assert "no-nrt-node" in result["NodeNames"]
+    scores = {h["Host"]: h["Score"] for h in prioritize(args, cache.get)}
+    for name in names:
+        verdict = expected(name)
+        want = round(10 * verdict.tightness) if verdict is not None and verdict.fits else 0
+        assert scores[name] == want, name
