@@ -23,11 +23,13 @@ class CertificateExpiry(Collector):
         self._path = cert_path
         self._reported: str | None = None
 
+    def describe(self) -> Iterator[Metric]:
+        # Registering asks for the names: answered without reading the certificate, so
+        # registration at start does not run collect() (and its import) early.
+        yield _family()
+
     def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(
-            "topoplace_webhook_tls_certificate_expiry_timestamp_seconds",
-            "Unix time the serving certificate expires (its notAfter)",
-        )
+        family = _family()
         # Imported at the first scrape, not at start: cryptography is about 8 MB of the
         # webhook's resident memory, and nothing else on the serving path needs it.
         from webhook.certs.keys import not_after
@@ -42,3 +44,10 @@ class CertificateExpiry(Collector):
             self._reported = None
             family.add_metric([], expires.timestamp())
         yield family
+
+
+def _family() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "topoplace_webhook_tls_certificate_expiry_timestamp_seconds",
+        "Unix time the serving certificate expires (its notAfter)",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from webhook.certs.keys import make_ca, make_serving_cert, not_after
@@ -32,3 +33,14 @@ def test_the_gauge_follows_the_certificate_file(tmp_path: Path) -> None:
         assert _sample(registry) == not_after(pem).timestamp()
     cert.write_text("garbage")
     assert _sample(registry) is None
+
+
+def test_registering_reads_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The webhook registers the gauge at start, in a registry that asks collectors for their
+    # names (auto_describe, as webhook/server/metrics.py has it); the certificate (and
+    # cryptography, to read it) waits for the first scrape.
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(CertificateExpiry(tmp_path / "missing.crt"))
+    assert "unreadable" not in caplog.text
+    assert _sample(registry) is None
+    assert "unreadable" in caplog.text
