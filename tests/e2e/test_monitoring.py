@@ -169,9 +169,11 @@ def test_a_stopped_agent_raises_the_stale_labels_alert(
     wait_agents_ready(kubectl, [STOPPED_NODE])
     kubectl("wait", "--for=condition=Ready", f"node/{STOPPED_NODE}", "--timeout=120s")
     procs.wait_for(  # the next scenario must find the node schedulable, as before
-        lambda: not any(
-            t["key"].startswith("node.kubernetes.io/")
-            for t in kubectl.json("get", "node", STOPPED_NODE)["spec"].get("taints") or []
+        lambda: (
+            not any(
+                t["key"].startswith("node.kubernetes.io/")
+                for t in kubectl.json("get", "node", STOPPED_NODE)["spec"].get("taints") or []
+            )
         ),
         f"the node lifecycle controller untainting {STOPPED_NODE}",
         timeout=60,

@@ -173,4 +173,3 @@ def parsed_terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: t
     """admitting_terms as the filter rules read them (explain's check, the node index)."""
     terms = _terms(pod, container, policies, gpu_resource)
     return tuple(Term(tuple(map(parse_requirement, t)), ()) for t in terms)
-
