@@ -24,7 +24,6 @@ import argparse
 import dataclasses
 import json
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from e2e.nodes.fleet import host_paths, rss_mib, start_nodes
 from e2e.nodes.start import node_procs, runtime_binary
 from e2e.state import Cluster, load, state_dir, tmpfs_dir
 from e2e.topoplace.install import REPO, VENV_BIN, install, wait_running
+from e2e.versions import cache_dir
 
 __all__ = ["Cluster", "load", "main", "state_dir"]
 
@@ -61,13 +61,7 @@ STOP_ORDER_PREFIXES = (
 
 
 def bin_dir() -> Path:
-    out = subprocess.run(
-        ["bash", "-c", f". {REPO / 'e2e' / 'versions.sh'} && e2e_bin_dir"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip())
+    return cache_dir("e2e_bin_dir")
 
 
 REQUIRED_BINS = ("etcd", "kube-apiserver", "kubectl", "kubelet")

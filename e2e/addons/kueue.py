@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ import yaml
 
 from e2e import procs
 from e2e.kube import Kubectl
+from e2e.versions import cache_dir
 
 __all__ = [
     "CLUSTER_QUEUE",
@@ -76,13 +76,7 @@ def wanted() -> bool:
 
 def kueue_dir() -> Path:
     """The cache directory of the pinned Kueue: bin/kueue and config/ (its module's)."""
-    out = subprocess.run(
-        ["bash", "-c", f". {REPO / 'e2e' / 'versions.sh'} && e2e_kueue_dir"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip())
+    return cache_dir("e2e_kueue_dir")
 
 
 def cluster_queue(name: str, *, cpu: str, memory: str, gpus: int) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from typing import Any
 import yaml
 
 from e2e import procs
+from e2e.versions import cache_dir
 
 __all__ = [
     "E2E_THRESHOLDS",
@@ -66,13 +66,7 @@ def wanted() -> bool:
 
 def prometheus_dir() -> Path:
     """The cache directory holding the pinned prometheus and promtool binaries."""
-    out = subprocess.run(
-        ["bash", "-c", f". {REPO / 'e2e' / 'versions.sh'} && e2e_prometheus_dir"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip())
+    return cache_dir("e2e_prometheus_dir")
 
 
 def _docs(name: str) -> list[dict[str, Any]]:

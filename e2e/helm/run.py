@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from e2e.versions import cache_dir
+
 __all__ = ["CHART", "Helm", "helm_binary"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,13 +20,7 @@ CHART = REPO / "charts" / "topoplace"
 
 def helm_binary() -> Path | None:
     """`helm` from the e2e cache for HELM_VERSION (e2e/versions.sh), else from PATH, else None."""
-    done = subprocess.run(
-        ["bash", "-c", f". {REPO / 'e2e' / 'versions.sh'} && e2e_helm_dir"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    cached = Path(done.stdout.strip()) / "helm"
+    cached = cache_dir("e2e_helm_dir") / "helm"
     if cached.is_file():
         return cached
     found = shutil.which("helm")
