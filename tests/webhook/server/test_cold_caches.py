@@ -5,7 +5,6 @@ during the first list is said in a log line, and the warnings come once the list
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -17,8 +16,7 @@ from tests.agent.sync.fake_apiserver import Fault
 from tests.webhook.server.conftest import TlsFiles, admission_review, gpu_pod, post_review
 from tests.webhook.server.conftest import wait_until as wait_for
 from tests.webhook.server.fake_topology import TopologyApiServer
-from tests.webhook.server.test_node_cache import FLEET
-from tests.webhook.server.test_numa_scheduling import NUMA_POLICY, numa_server
+from tests.webhook.server.test_numa_scheduling import NUMA_POLICY, numa_server, single_numa_dgx
 from tests.webhook.topology.nrt import nrt
 
 THROTTLED = Fault(429, retry_after="1")
@@ -31,11 +29,7 @@ async def throttled(tmp_path: Path) -> AsyncIterator[TopologyApiServer]:
     NodeResourceTopology lists answer 429 until the test lets them through."""
     async with TopologyApiServer(tmp_path) as server:
         for name in ("dgx-h100-a", "dgx-h100-b"):
-            node = copy.deepcopy(FLEET["dgx-h100-a"])
-            node["metadata"]["name"] = name
-            node["metadata"].pop("uid", None)
-            node["metadata"]["labels"]["topoplace.io/topology-manager-policy"] = "single-numa-node"
-            server.node_store.put(node)
+            server.node_store.put(single_numa_dgx(name))
             server.nrt_store.put(nrt(name, [2, 2]))
         server.outage = THROTTLED
         server.nrt_outage = THROTTLED

@@ -60,15 +60,20 @@ def extender_args(pod: dict[str, Any], *nodes: str) -> dict[str, Any]:
     return {"Pod": pod, "Nodes": None, "NodeNames": list(nodes)}
 
 
+def single_numa_dgx(name: str) -> dict[str, Any]:
+    """A DGX H100 Node named `name` whose kubelet runs single-numa-node."""
+    node = copy.deepcopy(FLEET["dgx-h100-a"])
+    node["metadata"]["name"] = name
+    node["metadata"].pop("uid", None)
+    node["metadata"]["labels"]["topoplace.io/topology-manager-policy"] = "single-numa-node"
+    return node
+
+
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[TopologyApiServer]:
     async with TopologyApiServer(tmp_path) as server:
         for name in ("dgx-h100-a", "dgx-h100-b"):
-            node = copy.deepcopy(FLEET["dgx-h100-a"])
-            node["metadata"]["name"] = name
-            node["metadata"].pop("uid", None)
-            node["metadata"]["labels"]["topoplace.io/topology-manager-policy"] = "single-numa-node"
-            server.node_store.put(node)
+            server.node_store.put(single_numa_dgx(name))
         server.nrt_store.put(nrt("dgx-h100-a", [2, 2]))  # the fragmented node
         server.nrt_store.put(nrt("dgx-h100-b", [4, 0]))
         yield server
