@@ -231,9 +231,9 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=1000, help="pod starts and stops")
     parser.add_argument("--batch", type=int, default=50, help="pods started at once")
     parser.add_argument(
-        "--sparse-pods", type=int, default=200, help="then this many (0: none), a few at once"
+        "--sparse-pods", type=int, default=100, help="then this many (0: none), one at a time"
     )
-    parser.add_argument("--sparse-batch", type=int, default=5, help="about one per node")
+    parser.add_argument("--sparse-batch", type=int, default=1, help="pods started at once")
     parser.add_argument("--idle", type=float, default=30.0, help="idle window first, seconds")
     parser.add_argument("--output", type=Path, default=CHURN_RESULT)
     args = parser.parse_args()
