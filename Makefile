@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e bench-e2e bench-scale chart
+.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e bench-e2e bench-scale bench-churn chart
 
 $(VENV)/.stamp-runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,13 @@ bench-e2e: $(VENV)/.stamp-bench e2e-bin
 # SCALE_ARGS passes flags, e.g. SCALE_ARGS="--pods 300" (python -m benchmarks.scale --help).
 bench-scale: $(VENV)/.stamp-bench e2e-bin
 	$(PY) -m benchmarks.scale $(SCALE_ARGS)
+
+# The agents' writes for 1,000 pod starts and stops on make cluster's real kubelets (bench-scale's
+# Nodes have none), from the API server's audit log; writes benchmarks/results-churn.json, which
+# bench-scale's `agent writes/s per pod/s` column reads. Uses a running `make cluster`, or starts
+# one. CHURN_ARGS passes flags (python -m benchmarks.scale.churn --help).
+bench-churn: $(VENV)/.stamp-bench e2e-bin
+	$(PY) -m benchmarks.scale.churn $(CHURN_ARGS)
 
 image:
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.__main__ import _machine
+from benchmarks.scale.churn import churn_cell, churn_note, load_result
 from benchmarks.scale.fleet import USE_MIX, fleet, nrt_object, write_all
 from benchmarks.scale.measure import admission, explain_seconds, extender_times, throughput
 from benchmarks.scale.stack import OFF_CONTROLLERS, Stack, running_stack
@@ -72,7 +73,7 @@ def _size(
         "topoplace-numa-scheduler pods/s": numa["pods/s"],
         "ratio": numa["pods/s"] / default["pods/s"] if default["pods/s"] else 0.0,
         "explain s": explain_s,
-        "agent writes/s per pod/s": "not measured (no agents: see below)",
+        "agent writes/s per pod/s": churn_cell(load_result(), n),
     }
     detail = {
         "nodes": n,
@@ -149,6 +150,8 @@ def _write(args: argparse.Namespace, rows: list[Any], details: list[Any], made: 
             markdown_table(details),
             "## Fleet creation (not timed in the figures above)\n",
             markdown_table(made),
+            "## Notes\n",
+            churn_note(load_result()) + "\n",
         ]
     )
     args.output.write_text(text)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e import procs
+from e2e.controlplane.audit import AUDIT_BACKUPS, AUDIT_MAX_MB, AUDIT_POLICY
 from e2e.controlplane.pki import Pki, make_pki
 from e2e.kube import get_url, write_kubeconfig
 
@@ -38,27 +39,6 @@ CONTROLLERS = (
     "resourceclaim-controller",
     "ttl-after-finished-controller",
 )
-
-AUDIT_POLICY = {
-    "apiVersion": "audit.k8s.io/v1",
-    "kind": "Policy",
-    "omitStages": ["RequestReceived"],
-    "rules": [
-        # Writes to nodes, pods and our objects, with who made them: the e2e checks count the
-        # agent's node and NodeResourceTopology writes from here.
-        {
-            "level": "Metadata",
-            "verbs": ["create", "update", "patch", "delete"],
-            "resources": [
-                {"group": "", "resources": ["nodes", "nodes/status", "pods", "secrets"]},
-                {"group": "admissionregistration.k8s.io"},
-                {"group": "resource.k8s.io"},
-                {"group": "topology.node.k8s.io", "resources": ["noderesourcetopologies"]},
-            ],
-        },
-        {"level": "None"},
-    ],
-}
 
 
 @dataclass(frozen=True)
@@ -202,6 +182,9 @@ def start_control_plane(
             f"--audit-policy-file={audit_policy}",
             f"--audit-log-path={procs.log_path(state, 'audit')}",
             "--audit-log-format=json",
+            f"--audit-log-maxsize={AUDIT_MAX_MB}",
+            f"--audit-log-maxbackup={AUDIT_BACKUPS}",
+            "--audit-log-maxage=1",
             "--profiling=false",
         ],
     )

@@ -14,6 +14,7 @@ import yaml
 
 from e2e import procs
 from e2e.cluster import Cluster
+from e2e.controlplane.audit import lines_of, read_writes
 from e2e.kube import Kubectl, get_url
 from e2e.topoplace.install import pods_of
 from tests.kube import parse_quantity
@@ -288,15 +289,9 @@ def cluster_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def node_writes(cluster: Cluster, node: str) -> int:
     """The agent's writes to `node` that reached the API server, from its audit log."""
-    count = 0
-    for line in Path(cluster.info["audit_log"]).read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef", {})
-        if (
-            ref.get("resource") == "nodes"
-            and ref.get("name") == node
-            and event["verb"] in ("patch", "update")
-            and event["user"]["username"] == AGENT_USER
-        ):
-            count += 1
-    return count
+    writes, _ = read_writes(lines_of(Path(cluster.info["audit_log"])))
+    return sum(
+        w.resource == "nodes" and w.name == node and w.verb in ("patch", "update")
+        and w.user == AGENT_USER
+        for w in writes
+    )  # fmt: skip

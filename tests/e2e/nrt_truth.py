@@ -5,12 +5,12 @@ the agent's NodeResourceTopology writes as the API server's audit log recorded t
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from agent.sources.podresources import allocatable_resources, list_pod_resources
 from e2e.cluster import Cluster, load
+from e2e.controlplane.audit import lines_of, read_writes
 from e2e.kube import Kubectl, get_url
 from e2e.topoplace.install import pods_of
 from tests.e2e.helpers import AGENT_USER
@@ -72,20 +72,16 @@ def kubelet_free(cluster: Cluster, node: str) -> Free:
 
 def nrt_writes(cluster: Cluster, node: str) -> list[float]:
     """Unix times of the agent's successful creates and patches of `node`'s object."""
-    times: list[float] = []
-    for line in Path(cluster.info["audit_log"]).read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef", {})
-        if (
-            ref.get("resource") == "noderesourcetopologies"
-            and ref.get("name") == node
-            and event["verb"] in ("create", "patch", "update")
-            and event["user"]["username"] == AGENT_USER
-            and event.get("responseStatus", {}).get("code", 0) < 300
-        ):
-            stamp = event["requestReceivedTimestamp"].replace("Z", "+00:00")
-            times.append(datetime.fromisoformat(stamp).timestamp())
-    return times
+    writes, _ = read_writes(lines_of(Path(cluster.info["audit_log"])))
+    return [
+        w.time
+        for w in writes
+        if w.resource == "noderesourcetopologies"
+        and w.name == node
+        and w.verb in ("create", "patch", "update")
+        and w.user == AGENT_USER
+        and w.succeeded
+    ]
 
 
 def agent_nrt_writes_metric(kubectl: Kubectl, node: str) -> int:
