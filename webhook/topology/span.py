@@ -16,8 +16,6 @@ from common.vocabulary import NETWORK_TIERS, POSITION_LEVELS
 
 __all__ = ["Span", "hops", "span"]
 
-_WORD = {key: word for word, key in POSITION_LEVELS.items()}
-
 
 def hops(a: str, b: str, labels: Mapping[str, Mapping[str, str]]) -> int | None:
     """Switches between nodes `a` and `b` (labels by node name); None when no tier says."""
@@ -50,7 +48,7 @@ def span(placed: Iterable[str], labels: Mapping[str, Mapping[str, str]]) -> Span
     nodes = sorted(set(per_pod))
     domains: dict[str, int] = {}
     unlabelled: dict[str, int] = {}
-    for key, word in _WORD.items():
+    for word, key in POSITION_LEVELS.items():
         values = [labels.get(n, {}).get(key) or "" for n in nodes]
         domains[word] = len(set(values) - {""})
         unlabelled[word] = values.count("")
