@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from kubernetes_asyncio import client, config
 
-__all__ = ["ConfigError", "load_configuration", "load_configuration_until_ready"]
+__all__ = [
+    "ConfigError",
+    "api_client_until_ready",
+    "load_configuration",
+    "load_configuration_until_ready",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +72,20 @@ async def load_configuration_until_ready(
         except ConfigError as exc:
             log.warning("%s: no cluster configuration; retrying", what, extra={"error": str(exc)})
             await sleep(next_delay())
+
+
+@asynccontextmanager
+async def api_client_until_ready(
+    kubeconfig: Path | None,
+    *,
+    what: str,
+    sleep: Callable[[float], Awaitable[None]],
+    next_delay: Callable[[], float],
+) -> AsyncIterator[client.ApiClient]:
+    """An ApiClient on `load_configuration_until_ready`'s configuration: what every
+    long-running cache opens before its list+watch."""
+    cfg = await load_configuration_until_ready(
+        kubeconfig, what=what, sleep=sleep, next_delay=next_delay
+    )
+    async with client.ApiClient(cfg) as api:
+        yield api

@@ -21,6 +21,10 @@ COMMANDS: dict[str, Command] = {
     ),
     "mutate": ("webhook.cli.mutate", "apply policies to a Pod or workload file, offline"),
     "validate": ("webhook.cli.validate", "check every policy file in a directory"),
+    "spans": (
+        "webhook.cli.spans",
+        "the domains each running workload's pods span, and the most hops between two",
+    ),
 }
 # "Did placement work?": the agent's audit, where this installation has it.
 if importlib.util.find_spec("agent.cli.audit") is not None:

@@ -189,6 +189,7 @@ NODE_READS = {("", "nodes", "list"), ("", "nodes", "watch")}
 TOPOLOGY_READS = {(NRT_GROUP, NRT_PLURAL, v) for v in ("list", "watch")}
 LEASE_READS = {("coordination.k8s.io", "leases", "get")}
 TEMPLATE_READS = {("resource.k8s.io", "resourceclaimtemplates", v) for v in ("list", "watch")}
+POD_READS = {("", "pods", "list"), ("", "pods", "watch")}
 
 
 def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
@@ -199,17 +200,20 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     templates = str(Path("webhook") / "server" / "template_cache.py")
     topology = str(Path("webhook") / "scheduler" / "nrt_cache.py")
     leases = str(Path("webhook") / "scheduler" / "leases.py")
+    spans = str(Path("webhook") / "spans" / "watch.py")
     assert set().union(*calls.values()) == {
         str(Path("webhook") / "certs" / "sync.py"),
         cache,
         templates,
         topology,
         leases,
+        spans,
     }
     assert {grant for grant, files in calls.items() if cache in files} == NODE_READS
     assert {grant for grant, files in calls.items() if templates in files} == TEMPLATE_READS
     assert {grant for grant, files in calls.items() if topology in files} == TOPOLOGY_READS
     assert {grant for grant, files in calls.items() if leases in files} == LEASE_READS
+    assert {grant for grant, files in calls.items() if spans in files} == POD_READS
     # the `certs` command, run only by the sidecar; the node cache, started by the server app
     assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
     assert importers_of("webhook.server.node_cache") == {str(Path("webhook") / "server" / "app.py")}
@@ -219,6 +223,7 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     service = {str(Path("webhook") / "scheduler" / "service.py")}
     assert importers_of("webhook.scheduler.nrt_cache") == service
     assert importers_of("webhook.scheduler.leases") == service
+    assert importers_of("webhook.spans.watch") == {str(Path("webhook") / "server" / "app.py")}
 
 
 def test_serve_runs_the_node_cache_in_every_overlay() -> None:
@@ -230,5 +235,5 @@ def test_serve_runs_the_node_cache_in_every_overlay() -> None:
 
 
 def test_cert_manager_overlay_grants_the_webhook_only_node_reads() -> None:
-    reads = NODE_READS | TEMPLATE_READS | TOPOLOGY_READS | LEASE_READS
+    reads = NODE_READS | TEMPLATE_READS | TOPOLOGY_READS | LEASE_READS | POD_READS
     assert grants_of(render("overlays/cert-manager"), "topoplace-webhook") == reads

@@ -17,8 +17,8 @@ _CRD_GROUPS = ("cert-manager.io/",)
 BASE_KINDS = {
     "Namespace": 1,
     "ServiceAccount": 3,  # agent, webhook, claim-templates
-    "ClusterRole": 6,  # + the webhook's node, template and NodeResourceTopology caches
-    "ClusterRoleBinding": 6,
+    "ClusterRole": 7,  # + the webhook's node, template, NodeResourceTopology caches, spans
+    "ClusterRoleBinding": 7,
     "Role": 2,  # + the webhook's scheduler Lease reads, in kube-system
     "RoleBinding": 2,
     "ConfigMap": 1,

@@ -18,14 +18,12 @@ from typing import Any
 from common.node_resource_topology import GROUP, PLURAL, VERSION
 from webhook.explain.verdict import with_usage
 from webhook.policy.loader import PolicySet, load_policy_dir
+from webhook.spans.workloads import PLACED_SELECTOR, placed_on
 from webhook.topology.filters.nodes import NodeView, node_views, used_by_node
 from webhook.topology.requests import pod_requests
 from webhook.topology.zones import NodeZones, zones_of_documents
 
 __all__ = ["ClusterView", "read_cluster"]
-
-# Pods that hold their requests on a node, as the scheduler's pod informer selects them.
-_BOUND = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +32,7 @@ class ClusterView:
     policies: PolicySet | None  # None when a --policies directory was given instead
     namespace: str | None  # the kubeconfig context's namespace, if it names one
     zones: dict[str, NodeZones] = field(default_factory=dict)  # NodeResourceTopology by node
+    pods: list[dict[str, Any]] = field(default_factory=list)  # placed on the nodes, as listed
 
 
 async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | None) -> ClusterView:
@@ -69,7 +68,11 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
         # diagnosis may be a moment behind; the webhook's own caches list as before.
         (raw_nodes, _), (raw_pods, _), raw_zones = await asyncio.gather(
             list_all(core.list_node, resource_version="0"),
-            list_all(core.list_pod_for_all_namespaces, field_selector=_BOUND, resource_version="0"),
+            list_all(
+                core.list_pod_for_all_namespaces,
+                field_selector=PLACED_SELECTOR,
+                resource_version="0",
+            ),
             zones_listed(),
         )
         policies = None
@@ -82,18 +85,11 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
             )
             policies = _policies_from(doc.get("data") or {})
     usage = used_by_node(
-        (p["spec"]["nodeName"], pod_requests(p.get("spec") or {}))
-        for p in raw_pods
-        if (p.get("spec") or {}).get("nodeName") and _holds_resources(p)
+        (node, pod_requests(p.get("spec") or {})) for p in raw_pods if (node := placed_on(p))
     )
     nodes = with_usage(node_views({**n, "kind": "Node"} for n in raw_nodes), usage)
     zones = zones_of_documents(raw_zones)
-    return ClusterView(nodes, policies, _context_namespace(kubeconfig), zones)
-
-
-def _holds_resources(pod: dict[str, Any]) -> bool:
-    # The field selector already says so; checked again for servers that ignore it.
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return ClusterView(nodes, policies, _context_namespace(kubeconfig), zones, raw_pods)
 
 
 def _policies_from(data: dict[str, Any]) -> PolicySet:

@@ -9,7 +9,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CURRENT", "FleetError", "add_fleet_arguments", "node_documents", "read_fleet"]
+__all__ = [
+    "CURRENT",
+    "FleetError",
+    "add_fleet_arguments",
+    "node_documents",
+    "read_fleet",
+    "read_fleet_and_pods",
+]
 
 CURRENT = Path("-")  # --kubeconfig without a path: $KUBECONFIG or ~/.kube/config
 
@@ -50,6 +57,21 @@ def node_documents(path: Path) -> list[Any]:
 
 def read_fleet(args: argparse.Namespace) -> list[tuple[str, dict[str, str]]] | None:
     """(name, labels) of every node; None when neither flag was given."""
+    read = _read(args, pods=None)
+    return None if read is None else read[0]
+
+
+def read_fleet_and_pods(
+    args: argparse.Namespace, pods: Path | None
+) -> tuple[list[tuple[str, dict[str, str]]], list[dict[str, Any]]] | None:
+    """The nodes as `read_fleet` gives them and the pods placed on them: from `pods` (a
+    `kubectl get pods -o yaml` file) beside --nodes, or from the cluster."""
+    return _read(args, pods=pods)
+
+
+def _read(
+    args: argparse.Namespace, *, pods: Path | None
+) -> tuple[list[tuple[str, dict[str, str]]], list[dict[str, Any]]] | None:
     from common.kube_config import ConfigError
     from webhook.kube_read import ApiError
     from webhook.topology.filters.nodes import NodeError, node_views
@@ -59,17 +81,23 @@ def read_fleet(args: argparse.Namespace) -> list[tuple[str, dict[str, str]]] | N
         if args.nodes is not None:
             docs = [d for d in node_documents(args.nodes) if d.get("kind") in (None, "Node")]
             views = node_views(docs)
+            placed = (
+                [d for d in node_documents(pods) if d.get("kind") in (None, "Pod")]
+                if pods is not None
+                else []
+            )
         elif args.kubeconfig is not None:
             from webhook.cli.explain_cluster import read_cluster
 
             kubeconfig = None if args.kubeconfig == CURRENT else args.kubeconfig
-            views = asyncio.run(read_cluster(kubeconfig, policies_configmap=None)).nodes
+            cluster = asyncio.run(read_cluster(kubeconfig, policies_configmap=None))
+            views, placed = cluster.nodes, cluster.pods
         else:
             return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise FleetError(f"cannot read the nodes: {exc}") from None
+        raise FleetError(f"cannot read the nodes or pods: {exc}") from None
     except (YamlInputError, NodeError, ConfigError) as exc:
         raise FleetError(str(exc)) from None
     except ApiError as exc:
         raise FleetError(f"the API server answered {exc}") from None
-    return [(view.name, dict(view.labels)) for view in views]
+    return [(view.name, dict(view.labels)) for view in views], placed

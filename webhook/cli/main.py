@@ -16,6 +16,10 @@ COMMANDS: dict[str, Command] = {
         "webhook.cli.kueue_topology",
         "print a Kueue Topology and ResourceFlavor from the nodes' network levels",
     ),
+    "spans": (
+        "webhook.cli.spans",
+        "the domains each running workload's pods span, and the most hops between two",
+    ),
     "certs": ("webhook.cli.certs", "keep the in-cluster serving certificate and caBundle fresh"),
     "claim-templates": (
         "webhook.cli.claim_templates",

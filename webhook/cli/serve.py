@@ -90,6 +90,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "pod fits no node; never denies, silent until the first node list is in",
     )
     parser.add_argument(
+        "--workload-spans",
+        action="store_true",
+        help="with --node-cache: watch the placed pods that opted in (RBAC: pods list, watch) "
+        "and export, per running workload, the domains its pods span and the most hops "
+        "between two of them (topoplace_webhook_workload_*)",
+    )
+    parser.add_argument(
         "--claim-template-cache",
         action="store_true",
         help="watch Topoplace's DRA ResourceClaimTemplates (RBAC: resourceclaimtemplates list, "
@@ -135,6 +142,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
             "--kubeconfig only makes sense with --node-cache, --claim-template-cache or "
             "--numa-scheduling"
         )
+    if args.workload_spans and not args.node_cache:
+        return "--workload-spans needs --node-cache (the spans are counted on the nodes' labels)"
     for flag, value in (("--port", args.port), ("--metrics-port", args.metrics_port)):
         if not -1 <= value <= 65535 or (flag == "--port" and value < 0):
             return f"{flag} must be a port number (got {value})"
@@ -192,6 +201,7 @@ async def _serve(
         policy_poll_interval=args.policy_poll_interval,
         shutdown_timeout=args.shutdown_timeout,
         node_cache=args.node_cache,
+        workload_spans=args.workload_spans,
         kubeconfig=args.kubeconfig,
         claim_template_cache=args.claim_template_cache,
         numa_scheduling=args.numa_scheduling,

@@ -37,6 +37,7 @@ from webhook.server.review import MalformedReview, parse_review
 from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
 from webhook.server.workload_admission import WorkloadAdmitter
+from webhook.spans.watch import WorkloadSpans
 from webhook.warnings.placement import PlacementWarnings
 
 __all__ = [
@@ -76,6 +77,8 @@ class ServerConfig:
     # NodeResourceTopology watch, the scheduler extender routes, scheduler Lease checks.
     numa_scheduling: bool = False
     lease_check_interval: float = 10.0  # how often a named scheduler's Lease is read
+    # Watch the placed pods that opted in: the per-workload audit as metrics (needs node_cache).
+    workload_spans: bool = False
 
 
 # Mutable on purpose: the metrics port is only known once the listener has started.
@@ -210,6 +213,9 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         else None
     )
     nodes = NodeCache(zones=numa.zones if numa else None) if config.node_cache else None
+    spans = WorkloadSpans(nodes.labels) if nodes is not None and config.workload_spans else None
+    if spans is not None:
+        metrics.registry.register(spans)
     fit_check = (
         PlacementWarnings(
             nodes=nodes.check if nodes is not None else None,
@@ -254,6 +260,8 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         ]
         if nodes is not None:
             tasks.append(asyncio.create_task(nodes.run(config.kubeconfig), name="node-cache"))
+        if spans is not None:
+            tasks.append(asyncio.create_task(spans.run(config.kubeconfig), name="workload-spans"))
         if numa is not None:
             tasks += [asyncio.create_task(t) for t in numa.tasks(config.kubeconfig)]
         if templates is not None:

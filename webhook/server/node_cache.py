@@ -105,6 +105,12 @@ class NodeCache:
         self._answers[key] = (index, generation, warnings)
         return list(warnings)
 
+    def labels(self) -> dict[str, Mapping[str, str]] | None:
+        """Every node's labels by name; None until the first list is in."""
+        if not self.ready:
+            return None
+        return {view.name: view.labels for view in self.index.views()}
+
     def carries(self, key: str) -> bool | None:
         """Whether some node carries label `key`; None until the first list is in."""
         if not self.ready:
@@ -117,12 +123,11 @@ class NodeCache:
         webhook keeps serving admission without the warning meanwhile."""
         from kubernetes_asyncio import client
 
-        from common.kube_config import load_configuration_until_ready
+        from common.kube_config import api_client_until_ready
 
-        cfg = await load_configuration_until_ready(
+        async with api_client_until_ready(
             kubeconfig, what="node cache", sleep=self._sleep, next_delay=self._backoff.next_delay
-        )
-        async with client.ApiClient(cfg) as api:
+        ) as api:
             await self.follow(client.CoreV1Api(api))
 
     async def follow(self, core: Any) -> None:

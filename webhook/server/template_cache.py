@@ -50,15 +50,14 @@ class TemplateCache:
         """List and watch until cancelled."""
         from kubernetes_asyncio import client
 
-        from common.kube_config import load_configuration_until_ready
+        from common.kube_config import api_client_until_ready
 
-        cfg = await load_configuration_until_ready(
+        async with api_client_until_ready(
             kubeconfig,
             what="template cache",
             sleep=self._sleep,
             next_delay=self._backoff.next_delay,
-        )
-        async with client.ApiClient(cfg) as api:
+        ) as api:
             await self.follow(client.ResourceV1Api(api))
 
     async def follow(self, resource: Any) -> None:

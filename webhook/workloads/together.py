@@ -25,6 +25,7 @@ from webhook.workloads.templates import pod_templates, replace_at
 __all__ = [
     "KUEUE_PODSET_ANNOTATIONS",
     "KUEUE_QUEUE_LABEL",
+    "WORKLOAD_POD_LABELS",
     "Together",
     "keep_together",
     "level_warning",
@@ -45,14 +46,17 @@ KUEUE_PODSET_ANNOTATIONS: Final = (
 JOBSET_EXCLUSIVE: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_EXCLUSIVE: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 
-# kind -> the label its controller puts on every pod, valued with the workload's name.
-_POD_LABEL: Final[dict[str, str]] = {
-    "Job": "batch.kubernetes.io/job-name",
+# kind -> the label its controller puts on every pod, valued with the workload's name. In the
+# order a pod is matched to its workload (webhook/spans): a JobSet's pods carry their child
+# Job's label too, and an LWS's its own, so the outer workloads come first.
+WORKLOAD_POD_LABELS: Final[dict[str, str]] = {
+    "LeaderWorkerSet": "leaderworkerset.sigs.k8s.io/name",
     "JobSet": "jobset.sigs.k8s.io/jobset-name",
     **{
         kind: "training.kubeflow.org/job-name"
         for kind in ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob")
     },
+    "Job": "batch.kubernetes.io/job-name",
 }
 _PREFERRED_WEIGHT: Final = 100
 
@@ -87,7 +91,7 @@ def keep_together(obj: dict[str, Any], rule: KeepTogether) -> Together:
     if kind == "JobSet" and _single_child_job(obj):
         return _exclusive(obj, rule, JOBSET_EXCLUSIVE)
     name = meta.get("name")
-    pod_label = _POD_LABEL.get(str(kind))
+    pod_label = WORKLOAD_POD_LABELS.get(str(kind))
     if pod_label is None or not isinstance(name, str) or not name:
         why = "its name is not known yet (generateName)" if pod_label else f"a {kind}"
         return Together(obj, "none", [f"keepTogether: cannot keep the pods of {why} together"])

@@ -59,10 +59,36 @@ _GONE = {
 }
 
 
-def _selected(obj: dict[str, Any], selector: str) -> bool:
-    for term in filter(None, selector.split(",")):
-        key, _, value = term.partition("=")
-        if key == "spec.nodeName" and obj["spec"].get("nodeName") != value:
+def _field(obj: dict[str, Any], path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _selected(obj: dict[str, Any], fields: str, labels: str = "") -> bool:
+    """kube-apiserver's selector semantics for what the clients here send: field terms
+    `path=value` / `path!=value` (an absent field is ""), label terms `key`, `!key`,
+    `key=value`, `key!=value`."""
+    for term in filter(None, fields.split(",")):
+        negated = "!=" in term
+        path, _, value = term.partition("!=" if negated else "=")
+        if (_field(obj, path) == value) == negated:
+            return False
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, labels.split(",")):
+        if term.startswith("!"):
+            if term[1:] in have:
+                return False
+        elif "!=" in term:
+            key, _, value = term.partition("!=")
+            if have.get(key) == value:
+                return False
+        elif "=" in term:
+            key, _, value = term.partition("=")
+            if have.get(key) != value.lstrip("="):
+                return False
+        elif term not in have:
             return False
     return True
 
@@ -121,10 +147,11 @@ class PodStore:
         self._changed = asyncio.Event()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        selector = request.query.get("fieldSelector", "")
+        fields = request.query.get("fieldSelector", "")
+        labels = request.query.get("labelSelector", "")
         if request.query.get("watch") not in ("true", "1", "True"):
             self.lists += 1
-            items = [p for p in self.pods.values() if _selected(p, selector)]
+            items = [p for p in self.pods.values() if _selected(p, fields, labels)]
             return web.json_response(
                 {
                     "apiVersion": "v1",
@@ -150,9 +177,22 @@ class PodStore:
             if drops != self._drops and request.transport is not None:
                 request.transport.abort()
                 return resp
+            # As the watch cache does: an object entering the selection is ADDED, one leaving
+            # it DELETED, whatever the change that moved it.
+            matched: dict[str, bool] = {}
             for rv, kind, obj in self.history:
-                wanted = bookmarks if kind == "BOOKMARK" else _selected(obj, selector)
-                if rv > sent and wanted:
+                if kind == "BOOKMARK":
+                    seen = bookmarks
+                else:
+                    uid = obj["metadata"].get("uid", "")
+                    was, now = matched.get(uid, False), _selected(obj, fields, labels)
+                    matched[uid] = now and kind != "DELETED"
+                    if was and not now:
+                        kind = "DELETED"
+                    elif now and not was:
+                        kind = "ADDED" if kind != "DELETED" else kind
+                    seen = was or now
+                if rv > sent and seen:
                     await resp.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                 sent = max(sent, rv)
             changed = self._changed
