@@ -8,8 +8,8 @@ and the templates load them with
 helm command log a warning, hence copies. `charts/topoplace/crds/` holds the
 NodeResourceTopology CRD (manifests/components/noderesourcetopology-crd). `values.schema.json`
 embeds the PlacementPolicy schema that `topoplace-webhook schema` publishes, so `helm install`
-checks inline policies field by field, and the shipped alerts' names as the only keys of
-`monitoring.alerts`.
+checks inline policies field by field, the shipped alerts' names as the only keys of
+`monitoring.alerts`, and the agent's metadata providers as `agent.networkMetadata.provider`'s.
 
     python charts/sync.py          # rewrite what differs
     python charts/sync.py --check  # exit 1 naming what differs (make test runs this)
@@ -72,6 +72,21 @@ def with_alert_names(values_schema: dict[str, Any], names: list[str]) -> dict[st
     return out
 
 
+def with_metadata_providers(values_schema: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """values_schema whose `agent.networkMetadata.provider` is "" (off) or one of `names`."""
+    out = json.loads(json.dumps(values_schema))
+    metadata = out["properties"]["agent"]["properties"]["networkMetadata"]
+    metadata["properties"]["provider"] = {"enum": ["", *names]}
+    return out
+
+
+def metadata_providers() -> list[str]:
+    """The agent's `--network-metadata` choices."""
+    from agent.position.metadata import PROVIDERS
+
+    return sorted(PROVIDERS)
+
+
 def policy_schema() -> dict[str, Any]:
     webhook = Path(sys.executable).with_name("topoplace-webhook")
     done = subprocess.run([str(webhook), "schema"], capture_output=True, text=True, check=True)
@@ -111,6 +126,7 @@ def differences() -> tuple[list[str], dict[Path, str | Path], list[Path]]:
     stale = sorted(present - set(wanted))
     current = json.loads(SCHEMA.read_text())
     schema = with_alert_names(with_policy_schema(current, policy_schema()), alert_names())
+    schema = with_metadata_providers(schema, metadata_providers())
     schema_text = _dump(schema)
     if SCHEMA.read_text() != schema_text:
         changes[SCHEMA] = schema_text

@@ -1,8 +1,8 @@
 """Cloud instance metadata, opt-in per provider: the node's switch groups as the cloud sees them.
 
-One provider per agent (`--network-metadata gcp|oci`), one request per `interval` at most: the
-answer, good or bad, is kept until then, so dataset events that re-run discovery never add
-requests. The endpoint is configurable (tests serve it on 127.0.0.1); the request bypasses any
+One provider per agent (`--network-metadata azure|gcp|oci`), one request per `interval` at
+most: the answer, good or bad, is kept until then, so dataset events that re-run discovery never
+add requests. The endpoint is configurable (tests serve it on 127.0.0.1); the request bypasses any
 HTTP proxy (metadata servers are link-local), reads at most `MAX_BODY` bytes and gives up after
 `timeout` seconds. Unreachable, slow, malformed or absurd answers leave the position unknown,
 with one log line per distinct reason.
@@ -98,7 +98,23 @@ def _parse_oci(body: bytes) -> TierIds:
     )
 
 
+def _parse_azure(body: bytes) -> TierIds:
+    """IMDS `instance/compute`: `placementGroupId`, the scale set's placement group, which is
+    the one grouping IMDS gives and the InfiniBand fabric's reach, so the outermost tier.
+    Fault and update domains are indices within one set, not switch groups: not read."""
+    compute = _json(body)
+    if not isinstance(compute, dict):
+        raise MetadataError("compute is not a JSON object")
+    return (None, None, _id(compute.get("placementGroupId"), "placementGroupId"))
+
+
 PROVIDERS: Mapping[str, Provider] = {
+    "azure": Provider(
+        "azure",
+        "http://169.254.169.254/metadata/instance/compute?api-version=2021-02-01",
+        {"Metadata": "true"},
+        _parse_azure,
+    ),
     "gcp": Provider(
         "gcp",
         "http://metadata.google.internal/computeMetadata/v1/instance/attributes/?recursive=true",

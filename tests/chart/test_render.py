@@ -4,6 +4,9 @@ fail naming what is wrong."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,8 +15,8 @@ import pytest
 import yaml
 
 from e2e.helm.run import CHART
-from tests.chart.compare import HELM_LABELS
-from tests.manifests.rendered import ALL_VALUES, helm, render
+from tests.chart.compare import HELM_LABELS, without_helm_labels
+from tests.manifests.rendered import ALL_VALUES, REPO, helm, render
 
 
 def test_helm_labels_stay_off_pod_templates_and_selectors() -> None:
@@ -63,6 +66,12 @@ def test_values_land_where_they_say() -> None:
     assert agent_pod["tolerations"] == values["agent"]["tolerations"]
     (agent,) = [c for c in agent_pod["containers"] if c["name"] == "agent"]
     assert agent["resources"] == values["agent"]["resources"]
+    metadata = values["agent"]["networkMetadata"]
+    assert agent["args"][-3:] == [
+        f"--network-metadata={metadata['provider']}",
+        f"--network-metadata-endpoint={metadata['endpoint']}",
+        f"--network-metadata-timeout={metadata['timeout']}",
+    ]
     claims = _spec(r, "Deployment", "topoplace-claim-templates")["template"]["spec"]
     assert claims["containers"][0]["resources"] == values["claimTemplates"]["resources"]
     data = r.one("ConfigMap", "topoplace-policies")["data"]
@@ -110,6 +119,18 @@ def test_an_existing_policies_configmap_is_mounted_and_none_rendered() -> None:
             ["--namespace=topoplace-system", "--set=agent.gpuNodeOnly=true"],
             "at '/agent': additional properties 'gpuNodeOnly' not allowed",
         ),
+        (
+            ["--namespace=topoplace-system", "--set=agent.networkMetadata.provider=aws"],
+            "at '/agent/networkMetadata/provider'",
+        ),
+        (
+            ["--namespace=topoplace-system", "--set=agent.networkMetadata.timeout=60"],
+            "at '/agent/networkMetadata/timeout'",
+        ),
+        (
+            ["--namespace=topoplace-system", "--set=agent.networkMetadata.timeout=2"],
+            "agent.networkMetadata.timeout need agent.networkMetadata.provider",
+        ),
     ],
 )
 def test_bad_values_fail_naming_what_is_wrong(args: list[str], message: str) -> None:
@@ -125,3 +146,41 @@ def test_two_inline_policies_with_one_name_fail(tmp_path: Path) -> None:
     done = _template("--namespace=topoplace-system", f"--values={values}")
     assert done.returncode != 0
     assert 'policies.inline[1]: metadata.name "ddp-team-a"' in done.stderr, done.stderr
+
+
+def _agent_container(objects: Any) -> dict[str, Any]:
+    (ds,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    (agent,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent"]
+    return dict(agent)
+
+
+def _documented_kustomization(tmp_path: Path) -> Path:
+    """docs/install.md's kustomization for the metadata flag, pointed at this checkout."""
+    text = (REPO / "docs" / "install.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```text\n(.*?)```", text, flags=re.S) if "--network-metadata" in b
+    ]
+    manifests = os.path.relpath(REPO / "manifests", tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(block.replace("../manifests", manifests))
+    return tmp_path
+
+
+def test_network_metadata_flags_only_with_a_provider_as_the_documented_patch(
+    tmp_path: Path,
+) -> None:
+    default = _agent_container(render("chart").objects)["args"]
+    assert not [a for a in default if a.startswith("--network-metadata")]
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not on PATH: the manifests are rendered only with `kubectl kustomize`")
+    kustomized = subprocess.run(
+        [kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone",
+         str(_documented_kustomization(tmp_path))],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    done = _template("--namespace=topoplace-system", "--set=agent.networkMetadata.provider=gcp")
+    assert done.returncode == 0, done.stderr
+    ours = [d for d in yaml.safe_load_all(kustomized) if d and d["kind"] == "DaemonSet"]
+    theirs = [d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] == "DaemonSet"]
+    assert [without_helm_labels(d) for d in theirs] == ours
+    assert _agent_container(theirs)["args"] == [*default, "--network-metadata=gcp"]

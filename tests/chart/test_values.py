@@ -102,6 +102,10 @@ POLICY = {
         ({"agent": {"tolerations": [{"key": "a", "opertor": "Exists"}]}}, "agent/tolerations/0"),
         ({"agent": {"resources": {"limit": {"cpu": 1}}}}, "agent/resources"),
         ({"agent": {"gpuNodeOnly": True}}, "agent"),  # a misspelt key
+        ({"agent": {"networkMetadata": {"provider": "aws"}}}, "agent/networkMetadata/provider"),
+        ({"agent": {"networkMetadata": {"timeout": 0}}}, "agent/networkMetadata/timeout"),
+        ({"agent": {"networkMetadata": {"timeout": 11}}}, "agent/networkMetadata/timeout"),
+        ({"agent": {"networkMetadata": {"endpoint": "imds"}}}, "agent/networkMetadata/endpoint"),
         ({"imag": {"tag": "x"}}, ""),
         ({"image": {"pullPolicy": "always"}}, "image/pullPolicy"),
         ({"policies": {"inline": {"p": POLICY}}}, "policies/inline"),

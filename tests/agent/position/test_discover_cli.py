@@ -42,3 +42,15 @@ def test_bad_metadata_flags_are_named(tmp_path: Path) -> None:
     assert done.returncode == 2 and "at most 10" in done.stderr
     done = _discover(tmp_path, "--network-metadata-endpoint", "http://127.0.0.1:1/")
     assert done.returncode != 0 and "needs --network-metadata" in done.stderr
+
+
+def test_discover_on_azure_prints_the_placement_group_as_tier_3_alone(tmp_path: Path) -> None:
+    with metadata_server() as server:
+        body = {"placementGroupId": "f67c14ab-e92c-408c-ae2d-da15866ec79a", "vmSize": "x"}
+        url = server.answer("/compute", json.dumps(body))
+        flags = ["--network-metadata", "azure", "--network-metadata-endpoint", url]
+        done = _discover(tmp_path, *flags)
+    assert done.returncode == 0, done.stderr
+    labels = json.loads(done.stdout)["labels"]
+    assert labels[Label.NETWORK_TIER_3] == "f67c14ab-e92c-408c-ae2d-da15866ec79a"
+    assert Label.NETWORK_TIER_1 not in labels and Label.NETWORK_TIER_2 not in labels

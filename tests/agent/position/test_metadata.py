@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from agent.position.derive import PositionFacts, position_labels
 from agent.position.metadata import MAX_BODY, PROVIDERS, MetadataSource
+from common.vocabulary import Label
 from tests.agent.position.metadata_server import MetadataServer, metadata_server
 
 GCP_PATH = "/computeMetadata/v1/instance/attributes/?recursive=true"
@@ -117,3 +119,75 @@ def test_the_request_never_goes_through_the_pods_proxy(
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:1")
     assert _gcp(server, {"physical_host": "/b/s/h"}).tiers() is not None
+
+
+AZURE_PATH = "/metadata/instance/compute?api-version=2021-02-01"
+
+
+def _azure_compute(**fields: object) -> dict[str, object]:
+    """An IMDS `instance/compute` answer for a scale-set VM, the fields as IMDS spells them."""
+    compute: dict[str, object] = {
+        "azEnvironment": "AzurePublicCloud",
+        "location": "eastus",
+        "name": "gpu-pool_3",
+        "osType": "Linux",
+        "placementGroupId": "f67c14ab-e92c-408c-ae2d-da15866ec79a",
+        "platformFaultDomain": "0",
+        "platformUpdateDomain": "3",
+        "vmId": "02aab8a4-74ef-476e-8182-f6d2ba4166a6",
+        "vmScaleSetName": "gpu-pool",
+        "vmSize": "Standard_ND96isr_H100_v5",
+        "zone": "",
+    }
+    compute.update(fields)
+    return {k: v for k, v in compute.items() if v is not None}
+
+
+def _azure(server: MetadataServer, body: object, status: int = 200) -> MetadataSource:
+    text = body if isinstance(body, str) else json.dumps(body)
+    return MetadataSource(
+        PROVIDERS["azure"], endpoint=server.answer(AZURE_PATH, text, status), interval=0.0
+    )
+
+
+def test_azure_placement_group_is_tier_3_only_asked_with_the_imds_header(
+    server: MetadataServer,
+) -> None:
+    assert PROVIDERS["azure"].endpoint.endswith(AZURE_PATH)  # the real address, same path
+    found = _azure(server, _azure_compute()).tiers()
+    assert found is not None
+    assert found.ids == (None, None, "f67c14ab-e92c-408c-ae2d-da15866ec79a")
+    labels, _ = position_labels(PositionFacts(metadata=found), {})
+    assert labels == {Label.NETWORK_TIER_3: "f67c14ab-e92c-408c-ae2d-da15866ec79a"}
+    ((path, headers),) = server.requests
+    assert path == AZURE_PATH and headers["Metadata"] == "true"
+
+
+@pytest.mark.parametrize("placement", [None, ""])
+def test_azure_vm_outside_a_scale_set_gets_no_tier(
+    server: MetadataServer, placement: str | None
+) -> None:
+    # IMDS serves "" for a VM in no scale set; an older answer may lack the field.
+    found = _azure(server, _azure_compute(placementGroupId=placement)).tiers()
+    assert found is not None and not found.known
+    assert position_labels(PositionFacts(metadata=found), {})[0] == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("{not json", "not JSON"),
+        ('["compute"]', "compute is not a JSON object"),
+        (_azure_compute(placementGroupId=7), "placementGroupId is not a string: int"),
+        (_azure_compute(placementGroupId={"id": "pg"}), "placementGroupId is not a string: dict"),
+        (_azure_compute(placementGroupId="p" * 300), "placementGroupId is not a usable id"),
+        (_azure_compute(placementGroupId="pg\n1"), "placementGroupId is not a usable id"),
+    ],
+)
+def test_azure_bad_answers_leave_the_position_unknown_and_say_why(
+    server: MetadataServer, body: object, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="agent.position.metadata"):
+        assert _azure(server, body).tiers() is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "azure metadata" in line and reason in line, line
