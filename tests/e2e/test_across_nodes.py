@@ -1,12 +1,11 @@
 """Across nodes: a job's pods kept within one network block, on the real cluster.
 
-The module adds 4 small machines (workstations, 2 GPUs each), one per sub-block of 2 blocks x
-2 sub-blocks, and removes them after (more kubelets than this exhaust a shared CI host's
-inotify instances). Their agents learn the position from a GCP-style metadata server on
-127.0.0.1 (the agent DaemonSet is given `--network-metadata gcp` for the module, and given
-its own arguments back after); two of them carry GKE's labels instead, set as a cloud
-controller would, and the metadata server knows nothing about those two. The default nodes
-get a 404 there and no position.
+The module adds 8 small machines (workstations, 2 GPUs each), two per sub-block of 2 blocks x
+2 sub-blocks (8 GPUs a block), and removes them after. Their agents learn the position from
+a GCP-style metadata server on 127.0.0.1 (the agent DaemonSet is given `--network-metadata
+gcp` for the module, and given its own arguments back after); two of them carry GKE's labels
+instead, set as a cloud controller would, and the metadata server knows nothing about those
+two. The default nodes get a 404 there and no position.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from common.vocabulary import ForeignLabel, Label
 from e2e import procs
@@ -28,11 +28,21 @@ from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.agent.discovery import machines
 from tests.agent.position.metadata_server import MetadataServer, metadata_server
-from tests.e2e.helpers import REPO, cluster_cli, node_labels, patch_policies, pods
+from tests.e2e.helpers import (
+    REPO,
+    cluster_cli,
+    node_labels,
+    patch_policies,
+    pods,
+    webhook_metrics,
+)
 from webhook.vocabulary import POLICY_LABEL
 
-BLOCKS = {f"across-b{b}s{s}": (f"b{b}", f"s{s}") for b in (1, 2) for s in (1, 2)}
-BY_LABEL = ("across-b1s2", "across-b2s1")  # GKE's labels, not metadata
+BLOCKS = {
+    f"across-b{b}s{s}n{n}": (f"b{b}", f"s{s}") for b in (1, 2) for s in (1, 2) for n in (1, 2)
+}
+BLOCK_GPUS = 8  # 4 workstations of 2
+BY_LABEL = ("across-b1s2n1", "across-b2s1n2")  # GKE's labels, not metadata
 POLICY = "across-together"
 POLICY_FILE = f"{POLICY}.yaml"
 POLICY_DOC = {
@@ -45,6 +55,8 @@ POLICY_DOC = {
         "resources": {"cpuPerGpu": 2, "memoryPerGpu": "1Gi"},
     },
 }
+PREFERRED = "across-preferred"
+PREFERRED_FILE = f"{PREFERRED}.yaml"
 AGENT = ("daemonset", "topoplace-agent", "-n", "topoplace-system")
 CLUSTER_QUEUE = "across-tas"
 
@@ -120,7 +132,14 @@ def fleet(
             _set_agent(kubectl, original, strategy)
 
 
-def _job(name: str, pods_: int, *, policy: str | None = POLICY, queue: bool = False) -> dict:
+def _job(
+    name: str,
+    pods_: int,
+    *,
+    policy: str | None = POLICY,
+    queue: bool = False,
+    on_the_fleet: bool = False,
+) -> dict:
     labels = {POLICY_LABEL: policy} if policy else {}
     if queue:
         labels[kueue.QUEUE_NAME_LABEL] = "team"
@@ -130,6 +149,16 @@ def _job(name: str, pods_: int, *, policy: str | None = POLICY, queue: bool = Fa
         "command": ["torchrun", "--nproc-per-node=1", "train.py"],
         "resources": {"limits": {"nvidia.com/gpu": 1}},
     }
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if on_the_fleet:  # only nodes with a known block: the default nodes have GPUs too
+        exists = {"key": Label.NETWORK_TIER_2, "operator": "Exists"}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [exists]}]
+                }
+            }
+        }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -137,12 +166,35 @@ def _job(name: str, pods_: int, *, policy: str | None = POLICY, queue: bool = Fa
         "spec": {
             "parallelism": pods_,
             "completions": pods_,
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"restartPolicy": "Never", "containers": [container]},
-            },
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
         },
     }
+
+
+def _spans(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:
+    """`topoplace-webhook spans` on the cluster: each workload of `namespace` by name."""
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "spans", "--kubeconfig", str(cluster.kubeconfig),
+         "-n", namespace, "-o", "json"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return {w["name"]: w for w in json.loads(done.stdout)["workloads"]}
+
+
+def _span_metric(kubectl: Kubectl, namespace: str, job: str) -> dict[str, float]:
+    """The webhook's topoplace_webhook_workload_* samples for one Job, the most any replica
+    says (each exports the same once its caches are in), by metric name and level."""
+    found: dict[str, float] = {}
+    for text in webhook_metrics(kubectl):
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                ours = s.labels.get("namespace") == namespace and s.labels.get("workload") == job
+                if ours and s.name.startswith("topoplace_webhook_workload_"):
+                    key = s.name.removeprefix("topoplace_webhook_workload_")
+                    key += f"/{s.labels['level']}" if "level" in s.labels else ""
+                    found[key] = max(found.get(key, 0.0), s.value)
+    return found
 
 
 def _bound(kubectl: Kubectl, namespace: str, app: str, count: int) -> list[dict[str, Any]]:
@@ -168,7 +220,7 @@ def test_positions_come_from_metadata_and_from_labels_without_overwriting_them(
 
 
 def test_a_required_policy_keeps_a_4_pod_job_in_one_block_each_pod_aligned(
-    fleet: None, kubectl: Kubectl, namespace: str, create: Any
+    fleet: None, cluster: Cluster, kubectl: Kubectl, namespace: str, create: Any
 ) -> None:
     create(_job("together", 4), namespace)
     bound = _bound(kubectl, namespace, "together", 4)
@@ -180,6 +232,16 @@ def test_a_required_policy_keeps_a_4_pod_job_in_one_block_each_pod_aligned(
         assert done.returncode == 0, done.stderr
         ours = [c for c in json.loads(done.stdout)["containers"] if c["namespace"] == namespace]
         assert ours and all(c["verdict"] == "aligned" for c in ours), ours
+    # The audit per workload says the same: one block, at most 3 hops (through its switch).
+    audit = _spans(cluster, namespace)["together"]
+    assert (audit["pods"], audit["domains"]["network-tier-2"]) == (4, 1), audit
+    assert audit["maxHops"] is not None and audit["maxHops"] <= 3, audit
+    got = procs.wait_for(
+        lambda: (m := _span_metric(kubectl, namespace, "together")).get("pods") == 4 and m,
+        "the webhook's span metrics for the job",
+        timeout=30,
+    )
+    assert got["domains/network-tier-2"] == 1 and got["max_hops"] == audit["maxHops"], got
 
 
 def test_without_the_policy_nothing_keeps_the_job_together(
@@ -222,7 +284,7 @@ def test_a_job_bigger_than_any_block_stays_pending_with_kueues_reason(
         pytest.skip(f"no Kueue on this cluster (started with {kueue.OPT_OUT}=0)")
     _kueue_setup(cluster, kubectl, namespace)
     try:
-        job = _job("too-big", 5, queue=True)  # 5 GPUs; a block has 4
+        job = _job("too-big", BLOCK_GPUS + 1, queue=True)  # one GPU more than a block has
         stored = json.loads(create(job, namespace).stdout)
         annotations = stored["spec"]["template"]["metadata"]["annotations"]
         assert annotations["kueue.x-k8s.io/podset-required-topology"] == Label.NETWORK_TIER_2
@@ -251,10 +313,38 @@ def test_a_job_bigger_than_any_block_stays_pending_with_kueues_reason(
             cwd=REPO, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         view = json.loads(done.stdout)["domains"]
-        assert view["pods"] == 5 and view["fitting"] == 0
+        assert view["pods"] == BLOCK_GPUS + 1 and view["fitting"] == 0
         assert {d["domain"] for d in view["domains"]} == {"b1", "b2"}
-        assert all(d["fits"] < 5 and d["reason"] for d in view["domains"])
+        assert all(d["fits"] <= BLOCK_GPUS and d["reason"] for d in view["domains"])
     finally:
         for kind, name in (("clusterqueue", CLUSTER_QUEUE), ("resourceflavor", "across-flavor"),
                            ("topology", "across")):  # fmt: skip
             kubectl.run("delete", f"{kind}.kueue.x-k8s.io", name, "--wait=false", check=False)
+
+
+def test_a_preferred_policy_spans_two_blocks_when_it_must_and_the_audit_says_so(
+    fleet: None, cluster: Cluster, kubectl: Kubectl, namespace: str, create: Any
+) -> None:
+    preferred = {**POLICY_DOC, "metadata": {"name": PREFERRED}}
+    preferred["spec"] = {
+        **POLICY_DOC["spec"],
+        "placement": {"keepTogether": {"level": "network-tier-2", "mode": "preferred"}},
+    }
+    patch_policies(kubectl, {PREFERRED_FILE: yaml.safe_dump(preferred)})
+    try:
+        size = BLOCK_GPUS + 1  # no block holds it: preferred lets it spill over
+        create(_job("spill", size, policy=PREFERRED, on_the_fleet=True), namespace)
+        bound = _bound(kubectl, namespace, "spill", size)
+        assert len({BLOCKS[p["spec"]["nodeName"]][0] for p in bound}) == 2
+        audit = _spans(cluster, namespace)["spill"]
+        assert (audit["pods"], audit["domains"]["network-tier-2"]) == (size, 2), audit
+        # No source here knows a cluster id (tier 3): across blocks the distance is unknown.
+        assert audit["maxHops"] is None and audit["unknownHopPairs"] > 0, audit
+        got = procs.wait_for(
+            lambda: (m := _span_metric(kubectl, namespace, "spill")).get("pods") == size and m,
+            "the webhook's span metrics for the job",
+            timeout=30,
+        )
+        assert got["domains/network-tier-2"] == 2 and "max_hops" not in got, got
+    finally:
+        patch_policies(kubectl, {PREFERRED_FILE: None}, wait=False)
