@@ -71,11 +71,12 @@ e2e: $(VENV)/.stamp-test e2e-bin
 	$(PY) -m e2e.cluster down || { [ $$rc -ne 0 ] || rc=1; }; exit $$rc
 
 # Pod create latency through the real API server, webhook called vs skipped, and pod create to
-# worker start with a dataset, cold and cached (uses a running `make cluster`, or starts one).
+# worker start with a dataset, cold and cached, and a 4-pod job kept together or not, create to
+# all Running (uses a running `make cluster`, or starts one).
 # Kyverno is a peer row only: a failed build leaves the row out with the reason (its log).
 bench-e2e: $(VENV)/.stamp-bench e2e-bin
 	-e2e/build-kyverno.sh
-	$(PY) -m benchmarks --only e2e,e2e-datasets,e2e-nrt --output benchmarks/results-e2e.md
+	$(PY) -m benchmarks --only e2e,e2e-datasets,e2e-nrt,e2e-across --output benchmarks/results-e2e.md
 
 # Fleet scale on the real API server: 5, 1,000 and 5,000 simulated Nodes (no kubelets) with a
 # NodeResourceTopology each; its own control plane, torn down at the end. Not in make e2e.

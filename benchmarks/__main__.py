@@ -58,8 +58,13 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "benchmarks.bench_e2e_nrt",
         "run_e2e_nrt_bench",
     ),
+    "e2e-across": (
+        "A 4-pod job, create to all Running on the real kubelets: kept together or not",
+        "benchmarks.bench_e2e_across",
+        "run_e2e_across_bench",
+    ),
 }
-NOT_BY_DEFAULT = {"e2e", "e2e-datasets", "e2e-nrt"}
+NOT_BY_DEFAULT = {"e2e", "e2e-datasets", "e2e-nrt", "e2e-across"}
 
 
 def _machine() -> str:
