@@ -37,7 +37,7 @@ from webhook.server.review import parse_review
 from webhook.topology.filters.nodes import NodeView
 from webhook.topology.zones import NodeZones, zones_from_object
 
-__all__ = ["NODES", "fleet_objects", "run_node_cache_bench"]
+__all__ = ["NODES", "fill_cache", "fleet_objects", "run_node_cache_bench"]
 
 NODES = 5000
 _FLEET = Path(__file__).resolve().parent.parent / "docs" / "examples" / "nodes.yaml"
@@ -86,10 +86,15 @@ def _zones_of(node: dict[str, Any]) -> NodeZones:
     return zones_from_object(obj)
 
 
-def _filled_cache(nodes: list[dict[str, Any]], zones: _Zones | None = None) -> NodeCache:
-    cache = NodeCache(zones=zones)
+def fill_cache(cache: NodeCache, nodes: list[dict[str, Any]]) -> None:
+    """`cache` as its first list of `nodes` leaves it, without an API server."""
     cache.index = NodeIndex(NodeView.from_object(n) for n in nodes)
     cache.ready = True
+
+
+def _filled_cache(nodes: list[dict[str, Any]], zones: _Zones | None = None) -> NodeCache:
+    cache = NodeCache(zones=zones)
+    fill_cache(cache, nodes)
     return cache
 
 

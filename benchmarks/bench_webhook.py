@@ -34,7 +34,7 @@ from benchmarks.procs import Server, cpu_seconds, peak_rss_mb, rss_mb, start_ser
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
 from webhook.certs.keys import make_ca, make_serving_cert, write_pair
 
-__all__ = ["LEVELS", "run_webhook_bench"]
+__all__ = ["DISTINCT_PODS", "FLEET_NODES", "LEVELS", "run_webhook_bench", "write_serving_pair"]
 
 LEVELS = (1, 16, 64, 256)
 # More pod shapes than the answer cache keeps (answer_cache.DEFAULT_MAX_ENTRIES), so that
@@ -42,9 +42,19 @@ LEVELS = (1, 16, 64, 256)
 DISTINCT_PODS = 4096
 _DISTINCT_LEVELS = (1, 16)
 _TARGETS = {"mutated": 0.8, "mutated, every pod different": 0.6, "pass-through": 0.9}
-_NODES = 60  # the example fleet's machine classes, cloned
+FLEET_NODES = 60  # the example fleet's machine classes, cloned
 _LUA = Path(__file__).with_name("loadgen.lua")
 _REPO = Path(__file__).resolve().parent.parent
+
+
+def write_serving_pair(work: Path) -> tuple[Path, Path, Path]:
+    """A fresh CA and a serving pair for localhost in `work`: (ca.crt, tls.crt, tls.key)."""
+    ca = make_ca()
+    pair = make_serving_cert(ca, ["localhost"], ip_addresses=["127.0.0.1"])
+    ca_path, cert, key = work / "ca.crt", work / "tls.crt", work / "tls.key"
+    ca_path.write_bytes(ca.cert_pem)
+    write_pair(pair, cert, key)
+    return ca_path, cert, key
 
 
 def _wrk(url: str, body: Path, *, connections: int, seconds: float) -> dict[str, Any]:
@@ -158,11 +168,7 @@ def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[
     if shutil.which("wrk") is None:
         raise RuntimeError("wrk not found: `apt-get install wrk` (make bench does this)")
     work = Path(tempfile.mkdtemp(prefix="topoplace-bench-"))
-    ca = make_ca()
-    pair = make_serving_cert(ca, ["localhost"], ip_addresses=["127.0.0.1"])
-    (work / "ca.crt").write_bytes(ca.cert_pem)
-    cert, key = work / "tls.crt", work / "tls.key"
-    write_pair(pair, cert, key)
+    _ca, cert, key = write_serving_pair(work)
     write_policy_dir(work / "policies")
     bodies = {
         # 4 GPUs: the bench policy's 8-GPU pod fits no node of the example fleet (its
@@ -185,7 +191,7 @@ def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[
             "-m",
             "benchmarks.apiserver_stub",
             "--nodes",
-            str(_NODES),
+            str(FLEET_NODES),
             "--dir",
             str(work),
         ],
@@ -267,7 +273,8 @@ def _run(
                 rows.append(_row(kind, level, samples["bare"], samples["ours"]))
         memory = [
             {
-                "process": f"topoplace-webhook serve (after start, caches filled, {_NODES} nodes)",
+                "process": "topoplace-webhook serve "
+                f"(after start, caches filled, {FLEET_NODES} nodes)",
                 "RSS MB": started_rss,
                 "target": "≤ 100 MB",
             },

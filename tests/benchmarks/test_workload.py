@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.bench_webhook import DISTINCT_PODS
+from benchmarks.profile_miss import miss_path
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
+from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.policy.loader import load_policy_dir
 from webhook.server.admission import PolicyAdmitter
@@ -39,3 +41,13 @@ def test_copies_of_one_pod_share_an_answer(tmp_path: Path) -> None:
     for _ in range(3):
         cache.admit(parse_review(admission_review(worker_pod(gpus=4, index=7))))
     assert (cache.hits, cache.misses) == (2, 1)
+
+
+def test_the_profiled_miss_path_is_serves_and_misses(tmp_path: Path) -> None:
+    answer, cache = miss_path(tmp_path)
+    bodies = [admission_review(worker_pod(gpus=4, index=i)) for i in range(3)]
+    responses = [jsonio.loads(answer(body))["response"] for body in bodies]
+    assert all("patch" in r for r in responses)
+    # The node cache filled with the stand-in's fleet is in the path: its verdict is sent.
+    assert all(any("GPU↔NIC pairs" in w for w in r["warnings"]) for r in responses)
+    assert (cache.hits, cache.misses) == (0, 3)
