@@ -17,6 +17,7 @@ __all__ = [
     "ProcessDied",
     "alive",
     "free_port",
+    "inotify_instances",
     "log_tail",
     "pid_file",
     "run_once",
@@ -195,3 +196,26 @@ def wait_for(
             detail = f" (last error: {last_error})" if last_error else ""
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
         time.sleep(interval)
+
+
+def inotify_instances() -> tuple[int, int | None]:
+    """(in use by this user's processes, the per-user limit): each kubelet holds about six
+    and each agent two, and fs.inotify.max_user_instances is often 128."""
+    uid = os.getuid()
+    used = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if proc.stat().st_uid != uid:
+                continue
+            used += sum(
+                1 for fd in (proc / "fd").iterdir() if os.readlink(fd) == "anon_inode:inotify"
+            )
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    try:
+        limit = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    except (OSError, ValueError):
+        limit = None
+    return used, limit

@@ -83,6 +83,10 @@ def _list(cluster: Cluster, output: str) -> int:
     return 0
 
 
+# A kubelet holds about six (cAdvisor, its config and plugin watchers), its agent two.
+_INOTIFY_PER_NODE = 10
+
+
 def _fail(text: str) -> int:
     print(f"add-node: {text}", file=sys.stderr)
     return 2
@@ -111,6 +115,14 @@ def _add(cluster: Cluster, args: argparse.Namespace, host_root: Path) -> int:
         fields = _kubelet_fields(args.kubelet_config)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         return _fail(str(exc))
+    used, limit = procs.inotify_instances()
+    if limit is not None and limit - used < _INOTIFY_PER_NODE:
+        return _fail(
+            f"{used} of the {limit} inotify instances this user may hold are in use "
+            f"(fs.inotify.max_user_instances); a kubelet and its agent need about "
+            f"{_INOTIFY_PER_NODE}: stop another cluster, or raise the limit (sysctl -w "
+            "fs.inotify.max_user_instances=512); nothing was started"
+        )
     cp = cluster.control_plane()
     node = SimulatedNode(name, sysfs.name, args.memory, fields)
     index = 1 + max((rec.get("index", 0) for rec in cluster.nodes.values()), default=-1)
