@@ -37,6 +37,7 @@ from webhook.server.review import MalformedReview, parse_review
 from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
 from webhook.server.workload_admission import WorkloadAdmitter
+from webhook.warnings.kinds import WarningKind
 from webhook.warnings.placement import PlacementWarnings
 
 __all__ = [
@@ -155,10 +156,15 @@ async def _admit(request: web.Request, state: WebhookState) -> web.Response:
         # The Admitter contract says this cannot happen; if it does, still fail open.
         logger.exception("admitter raised; admitting unchanged", extra={"uid": review.uid})
         review_out = build_response(review.uid, warnings=["internal error; admitted unchanged"])
-        admission = Admission(review_out, "failed_open", namespace=review.namespace)
+        admission = Admission(
+            review_out,
+            "failed_open",
+            namespace=review.namespace,
+            warned=(WarningKind.INTERNAL_ERROR,),
+        )
     payload = admission.payload or jsonio.dumps(admission.review)
     elapsed = time.perf_counter() - started
-    state.metrics.admission(admission.outcome, admission.policy, elapsed)
+    state.metrics.admission(admission.outcome, admission.policy, elapsed, admission.warned)
     _log(admission, review.uid, review.dry_run, elapsed)
     return web.Response(body=payload, content_type="application/json")
 
