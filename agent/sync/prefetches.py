@@ -16,7 +16,6 @@ prefetches of pods still on the node once more, as the refusal count does.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,6 +23,7 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter
 
 from agent.cache.progress import PrefetchReport, parse_report
+from agent.sync.once import SeenOnce
 from common.cache_layout import PREFETCH_CONTAINER_PREFIX
 
 __all__ = ["OUTCOMES", "FinishedPrefetch", "PrefetchCounts", "finished_prefetches"]
@@ -31,7 +31,6 @@ __all__ = ["OUTCOMES", "FinishedPrefetch", "PrefetchCounts", "finished_prefetche
 log = logging.getLogger(__name__)
 
 OUTCOMES: Final = ("hit", "downloaded", "failed")
-_SEEN_BOUND = 4096  # terminations remembered so a relist never counts one twice
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +94,7 @@ class PrefetchCounts:
             "Prefetches that found the cache over --max-cache-bytes with nothing evictable",
             registry=registry,
         )
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen = SeenOnce()  # terminations, so a relist never counts one twice
 
     def observe(self, pod: Mapping[str, Any]) -> None:
         try:
@@ -105,12 +104,8 @@ class PrefetchCounts:
             log.warning("pod %s: %s; not counted", name, exc)
             return
         for done in finished:
-            if done.key in self._seen:
-                continue
-            self._seen[done.key] = None
-            if len(self._seen) > _SEEN_BOUND:
-                self._seen.popitem(last=False)
-            self._count(done)
+            if self._seen.first(done.key):
+                self._count(done)
 
     def _count(self, done: FinishedPrefetch) -> None:
         if done.exit_code != 0:

@@ -18,7 +18,7 @@ Metrics (prefix `topoplace_webhook_`):
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
 
@@ -57,6 +57,15 @@ LATENCY_BUCKETS: Final = (
 _PREFIX: Final = "topoplace_webhook_"
 
 
+def _counters(
+    name: str, documentation: str, labels: list[str], counts: Mapping[tuple[str, ...], int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(_PREFIX + name, documentation, labels=labels)
+    for values, count in counts.items():
+        family.add_metric(list(values), count)
+    return family
+
+
 class _AdmissionCollector(Collector):
     """The two per-request instruments as plain counts, turned into samples at scrape.
 
@@ -90,22 +99,18 @@ class _AdmissionCollector(Collector):
                 self.warnings.setdefault((kind.value, name), 0)
 
     def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            _PREFIX + "admission_requests",
+        yield _counters(
+            "admission_requests",
             "Admission requests answered, by outcome and policy",
-            labels=["outcome", "policy"],
+            ["outcome", "policy"],
+            self.requests,
         )
-        for (outcome, policy), count in self.requests.items():
-            requests.add_metric([outcome, policy], count)
-        yield requests
-        warnings = CounterMetricFamily(
-            _PREFIX + "admission_warnings",
+        yield _counters(
+            "admission_warnings",
             "Admission warning lines sent, by kind and policy",
-            labels=["kind", "policy"],
+            ["kind", "policy"],
+            self.warnings,
         )
-        for (kind, policy), count in self.warnings.items():
-            warnings.add_metric([kind, policy], count)
-        yield warnings
         cumulative, running = [], 0
         for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self.buckets, strict=True):
             running += count
