@@ -76,7 +76,7 @@ class PrefetchResult:
     files: int = 0
     bytes: int = 0
     seconds: float = 0.0
-    evictions_blocked: bool = False  # over --max-cache-bytes with nothing evictable
+    evictions_blocked: bool = False  # make_room could not free enough (evict.py: fits)
 
     def report(self) -> PrefetchReport:
         return PrefetchReport(

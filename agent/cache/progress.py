@@ -165,7 +165,8 @@ REPORT_PREFIX: Final = "topoplace-prefetch: "
 class PrefetchReport(BaseModel):
     """A successful prefetch as its termination message says it: a cache `hit` or the
     version `downloaded` (`bytes` of it), and whether `--max-cache-bytes` could not be kept
-    because nothing else was evictable (every other version leased or being written)."""
+    because evicting all it may did not free enough (what is left is leased by pods, being
+    written, of the dataset being fetched, or the version alone is over the limit)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")  # ignore: a newer prefetcher's fields
 

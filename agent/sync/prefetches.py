@@ -2,13 +2,14 @@
 
 Each prefetch init container ends with a termination message (agent/cli/prefetch.py): on
 success its `PrefetchReport` (a cache hit, or the bytes downloaded, and whether
-`--max-cache-bytes` could not be kept because nothing else was evictable), on failure its
+`--max-cache-bytes` could not be kept because evicting did not free enough), on failure its
 reason and a non-zero exit code. The kubelet puts that in the pod's status, so the agent of
 the node counts every finished prefetch once:
 - `topoplace_agent_dataset_prefetches_total{outcome}`: `hit`, `downloaded`, `failed`;
 - `topoplace_agent_dataset_prefetch_bytes_total`: bytes downloaded into the cache;
 - `topoplace_agent_dataset_cache_evictions_blocked_total`: prefetches that found the cache
-  full with every other version leased or being written (they downloaded anyway).
+  full and could not free enough, the rest leased by pods or being written (they downloaded
+  anyway).
 No label but `outcome` (three values); the monitor adds `node`. A restarted agent counts the
 prefetches of pods still on the node once more, as the refusal count does.
 """
@@ -91,7 +92,7 @@ class PrefetchCounts:
         )
         self.evictions_blocked = Counter(
             "topoplace_agent_dataset_cache_evictions_blocked",
-            "Prefetches that found the cache over --max-cache-bytes with nothing evictable",
+            "Prefetches that could not evict enough to stay under --max-cache-bytes",
             registry=registry,
         )
         self._seen = SeenOnce()  # terminations, so a relist never counts one twice
