@@ -14,6 +14,7 @@ __all__ = [
     "LEASE_DIR",
     "LOCK_FILE",
     "MARKER_FILE",
+    "PREFETCH_CONTAINER_PREFIX",
     "TEMP_PREFIX",
     "dataset_dir",
     "lease_dir",
@@ -38,6 +39,9 @@ TEMP_PREFIX = ".topoplace-tmp-"
 # never evicted. Outside the version directories so workers' read-only mounts never see them,
 # and in one subtree so the agent can be given write access to leases and nothing else.
 LEASE_DIR = ".topoplace-leases"
+# The prefetch init containers the webhook adds are named `<this>-<dataset slug>-<hash>`; the
+# agent finds their outcomes in the pod's status by it.
+PREFETCH_CONTAINER_PREFIX = "topoplace-prefetch"
 
 
 def dataset_dir(root: Path, name: str) -> Path:

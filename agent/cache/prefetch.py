@@ -28,7 +28,7 @@ from agent.cache.durable import flush_tree, fsync_dir
 from agent.cache.evict import make_room
 from agent.cache.lease import lease_and_check
 from agent.cache.lock import DatasetLock
-from agent.cache.progress import ProgressReporter, format_summary
+from agent.cache.progress import PrefetchReport, ProgressReporter, format_summary
 from agent.cache.source import list_source, open_source
 from agent.cache.source_errors import CacheWriteError, RetryPolicy
 from common.cache_layout import (
@@ -76,6 +76,14 @@ class PrefetchResult:
     files: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    evictions_blocked: bool = False  # make_room could not free enough (evict.py: fits)
+
+    def report(self) -> PrefetchReport:
+        return PrefetchReport(
+            outcome="hit" if self.cache_hit else "downloaded",
+            bytes=self.bytes,
+            evictions_blocked=self.evictions_blocked,
+        )
 
 
 def request_problem(dataset: str, version: str) -> str | None:
@@ -234,13 +242,14 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
         req.parallel,
         extra={"dataset": req.dataset, "version": req.version, "files": len(files)},
     )
+    blocked = False
     if req.max_cache_bytes is not None:
-        make_room(
+        blocked = not make_room(
             root,
             keep_dataset=req.dataset,
             incoming_bytes=total,
             max_cache_bytes=req.max_cache_bytes,
-        )
+        ).fits
     ddir = dataset_dir(root, req.dataset)
     vdir = version_dir(root, req.dataset, req.version)
     try:
@@ -292,4 +301,5 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
         files=len(files),
         bytes=written,
         seconds=time.monotonic() - started,
+        evictions_blocked=blocked,
     )

@@ -1,7 +1,10 @@
 """Download progress: thread-safe counters, a reporter thread that logs every few seconds, and
 pure formatting of what it logs (bytes, files, rate, ETA) and of the final one-line summary.
 
-Lines go through logging (stderr), so `--log-format json` keeps them machine-readable.
+Lines go through logging (stderr), so `--log-format json` keeps them machine-readable. The
+outcome of a prefetch that succeeded is also its init container's termination message
+(`PrefetchReport`), which the node's agent reads from the pod's status to count hits, bytes
+and evictions that could not make room (agent/sync/prefetches.py).
 """
 
 from __future__ import annotations
@@ -12,13 +15,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, ValidationError
 
 __all__ = [
+    "REPORT_PREFIX",
+    "PrefetchReport",
     "ProgressReporter",
     "ProgressSnapshot",
     "format_bytes",
     "format_progress",
     "format_summary",
+    "parse_report",
 ]
 
 log = logging.getLogger(__name__)
@@ -147,3 +156,38 @@ class ProgressReporter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+
+# The termination message's one line: this prefix, then the report as JSON.
+REPORT_PREFIX: Final = "topoplace-prefetch: "
+
+
+class PrefetchReport(BaseModel):
+    """A successful prefetch as its termination message says it: a cache `hit` or the
+    version `downloaded` (`bytes` of it), and whether `--max-cache-bytes` could not be kept
+    because evicting all it may did not free enough (what is left is leased by pods, being
+    written, of the dataset being fetched, or the version alone is over the limit)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")  # ignore: a newer prefetcher's fields
+
+    outcome: Literal["hit", "downloaded"]
+    bytes: NonNegativeInt = 0
+    evictions_blocked: bool = False
+
+    def line(self) -> str:
+        return REPORT_PREFIX + self.model_dump_json()
+
+
+def parse_report(message: str) -> PrefetchReport | None:
+    """The report in a termination message; None when it holds none (a failure's reason, an
+    older prefetcher). Raises ValueError naming what is wrong with a malformed one."""
+    line = next((ln for ln in message.splitlines() if ln.startswith(REPORT_PREFIX)), None)
+    if line is None:
+        return None
+    try:
+        return PrefetchReport.model_validate_json(line[len(REPORT_PREFIX) :])
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'report'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(f"malformed prefetch report {line!r}: {problems}") from None

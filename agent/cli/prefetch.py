@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         (IntegrityError, "integrity"),
     ]
     try:
-        prefetch(request, retry=RetryPolicy(attempts=args.retries))
+        result = prefetch(request, retry=RetryPolicy(attempts=args.retries))
     except _Terminated as exc:
         log.error("prefetch stopped by SIGTERM; no partial download left behind")
         for handler in logging.getLogger().handlers:
@@ -173,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         _failed(f"{exc} (cache root {os.fspath(args.cache_root)})")
         return 1
+    _terminated_with(result.report().line())
     return 0
 
 
@@ -185,6 +186,12 @@ def _failed(reason: str) -> None:
     """Log the one-line reason, and give it to `kubectl describe` as the termination message."""
     message = f"prefetch failed: {reason}"
     log.error("%s", message)
+    _terminated_with(message)
+
+
+def _terminated_with(message: str) -> None:
+    """The termination message: a failure's reason, or a success's report, which the node's
+    agent counts (agent/sync/prefetches.py). One line, within the kubelet's 4096 bytes."""
     if TERMINATION_LOG.is_file():
         with contextlib.suppress(OSError):
             TERMINATION_LOG.write_text(message.splitlines()[0][:4096] + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,21 @@ log = logging.getLogger(__name__)
 # Seconds to let the loop and the cache watcher finish after SIGTERM (well inside the
 # kubelet's default 30 s grace period).
 _SHUTDOWN_GRACE = 5.0
+
+
+def _pod_counts(metrics: AgentMetrics) -> Callable[[Mapping[str, Any]], None]:
+    """What the pod watch feeds every pod it sees: the kubelet refusals and the prefetches."""
+    from agent.sync.prefetches import PrefetchCounts
+    from agent.sync.refusals import KubeletRefusals
+
+    refusals = KubeletRefusals(metrics.registry)
+    prefetches = PrefetchCounts(metrics.registry)
+
+    def observe(pod: Mapping[str, Any]) -> None:
+        refusals.observe(pod)
+        prefetches.observe(pod)
+
+    return observe
 
 
 def _positive_seconds(text: str) -> float:
@@ -126,7 +142,6 @@ async def _serve(args: argparse.Namespace) -> int:
             leasing.add(asyncio.create_task(publisher.run(stop)))
         if args.dataset_leases or publisher is not None:
             from agent.sync.pod_watch import PodLeases
-            from agent.sync.refusals import KubeletRefusals
 
             # One watch of this node's pods serves both the leases and the publisher.
             keeper = PodLeases(
@@ -135,7 +150,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 cache_root=options.dataset_root,
                 host_root=args.dataset_host_root,
                 on_event=publisher.poke if publisher is not None else lambda: None,
-                on_pod=KubeletRefusals(metrics.registry).observe,
+                on_pod=_pod_counts(metrics),
                 lease=args.dataset_leases,
             )
             leasing.add(asyncio.create_task(keeper.run(stop)))

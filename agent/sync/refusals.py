@@ -10,16 +10,16 @@ are the node's own), never a pod name or UID.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
+from agent.sync.once import SeenOnce
+
 __all__ = ["KubeletRefusals", "refusal_reason"]
 
 _TOPOLOGY = "TopologyAffinityError"
-_SEEN_BOUND = 4096  # pod UIDs remembered so a relist never counts a refusal twice
 
 
 def refusal_reason(pod: Mapping[str, Any]) -> str | None:
@@ -43,15 +43,12 @@ class KubeletRefusals:
             ["namespace", "reason"],
             registry=registry,
         )
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen = SeenOnce()  # pod UIDs, so a relist never counts a refusal twice
 
     def observe(self, pod: Mapping[str, Any]) -> None:
         reason = refusal_reason(pod)
         metadata = pod.get("metadata") or {}
         uid = str(metadata.get("uid") or "")
-        if reason is None or not uid or uid in self._seen:
+        if reason is None or not uid or not self._seen.first(uid):
             return
-        self._seen[uid] = None
-        if len(self._seen) > _SEEN_BOUND:
-            self._seen.popitem(last=False)
         self.counter.labels(namespace=str(metadata.get("namespace") or ""), reason=reason).inc()

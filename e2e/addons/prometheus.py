@@ -52,6 +52,7 @@ E2E_THRESHOLDS: dict[str, dict[str, Any]] = {
     "TopoplacePodResourcesUnreadable": {"for": "30s"},
     "TopoplaceWebhookFailingOpen": {"for": "0s"},
     "TopoplaceKubeletRefusedPods": {"for": "0s"},
+    "TopoplaceDatasetCacheCannotEvict": {"for": "0s"},
 }
 # The bound an alert's expression ends with: a comparison with a number (prometheusrule.yaml).
 _BOUND = re.compile(r"([<>]=?|[=!]=)\s*(-?[0-9][0-9.e+]*)\s*$")

@@ -25,6 +25,7 @@ NRT = "topoplace_agent_nrt_last_current_timestamp_seconds"
 ADMISSIONS = "topoplace_webhook_admission_requests_total"
 REFUSALS = "topoplace_agent_kubelet_refusals_total"
 EXPIRY = "topoplace_webhook_tls_certificate_expiry_timestamp_seconds"
+BLOCKED = "topoplace_agent_dataset_cache_evictions_blocked_total"
 AGENT = 'node="n1",pod="topoplace-agent-x",namespace="topoplace-system"'
 
 
@@ -155,6 +156,18 @@ CASES: dict[str, list[Any]] = {
             {f'{REFUSALS}{{{AGENT},reason="OutOfcpu"}}': "3x40"},
             "30m",
         ),
+    ],
+    "TopoplaceDatasetCacheCannotEvict": [
+        # A prefetch at 10m found the cache full with every other version leased.
+        _fires(
+            "TopoplaceDatasetCacheCannotEvict",
+            {f"{BLOCKED}{{{AGENT}}}": "0x10 1x30"},
+            "12m",
+            WARN | {"node": "n1"},
+        ),
+        _quiet("TopoplaceDatasetCacheCannotEvict", {f"{BLOCKED}{{{AGENT}}}": "0x40"}, "30m"),
+        # The last blocked one is over 30 minutes old: the cache has made room since.
+        _quiet("TopoplaceDatasetCacheCannotEvict", {f"{BLOCKED}{{{AGENT}}}": "0x5 1x60"}, "50m"),
     ],
 }
 

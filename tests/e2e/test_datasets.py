@@ -1,9 +1,10 @@
 """Datasets end to end on the real kubelets: the prefetch init container the webhook injects
 runs Topoplace's image for real, against an S3-compatible server on 127.0.0.1; it fills the
 node's cache, the agent labels the node, the worker starts after it, the next pod goes to that
-node and finds the data there; a source that does not exist fails the pod with the prefetch's
-own reason and leaves nothing half-written; a version in use survives another prefetch's
-eviction and goes once its pod is gone."""
+node and finds the data there, and the node's agent counts the download, its bytes and the
+hit from the init containers' termination messages (where Prometheus runs); a source that
+does not exist fails the pod with the prefetch's own reason and leaves nothing half-written;
+a version in use survives another prefetch's eviction and goes once its pod is gone."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import yaml
 from common.cache_layout import MARKER_FILE
 from common.vocabulary import DATASET_PREFIX
 from e2e import procs
+from e2e.addons import prometheus
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from tests.agent.cache.helpers import leftovers
@@ -109,6 +111,17 @@ def s3_secret(kubectl: Kubectl, namespace: str, s3: S3Server) -> None:
     kubectl.apply(secret)
 
 
+def prefetch_counts(cluster: Cluster) -> dict[str, float] | None:
+    """NODE's agent's prefetch counters as Prometheus scraped them: outcome -> count, and
+    `bytes`; None where the cluster runs no Prometheus."""
+    scraper = cluster.info.get("prometheus")
+    if not scraper:
+        return None
+    names = "topoplace_agent_dataset_prefetch(es|_bytes)_total"
+    found = prometheus.query(str(scraper["url"]), f'{{__name__=~"{names}",node="{NODE}"}}')
+    return {s["metric"].get("outcome", "bytes"): float(s["value"][1]) for s in found["result"]}
+
+
 def test_a_dataset_is_prefetched_by_the_init_container_then_found_by_the_next_pod(
     cluster: Cluster,
     kubectl: Kubectl,
@@ -122,6 +135,7 @@ def test_a_dataset_is_prefetched_by_the_init_container_then_found_by_the_next_po
     cache = Path(cluster.nodes[NODE]["datasets"]) / name / "v1"
     label = f"{DATASET_PREFIX}{name}"
     before = len(s3.requests)
+    counted = prefetch_counts(cluster)
 
     created = json.loads(create(worker_pod("first", POLICY, pinned=True), namespace).stdout)
     (init,) = created["spec"]["initContainers"]
@@ -160,6 +174,18 @@ def test_a_dataset_is_prefetched_by_the_init_container_then_found_by_the_next_po
     (prefetch,) = pod["status"]["initContainerStatuses"]
     assert prefetch["state"]["terminated"]["exitCode"] == 0
     assert s3.gets(bucket, "mnist/v1/", since=hit_from) == []  # a cache hit: no data read
+    if counted is not None:
+        # One download of every file's bytes, then one hit, from the pods' statuses.
+        grown = {"downloaded": 1, "hit": 1, "failed": 0, "bytes": sum(map(len, FILES.values()))}
+        procs.wait_for(
+            lambda: (
+                {k: v - counted.get(k, 0) for k, v in (prefetch_counts(cluster) or {}).items()}
+                == grown
+            ),
+            f"the agent on {NODE} counting one download and one hit, scraped",
+            timeout=30,
+            interval=1,
+        )
 
 
 def test_a_source_that_does_not_exist_fails_the_pod_with_the_prefetch_reason(

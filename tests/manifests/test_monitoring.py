@@ -19,6 +19,7 @@ import yaml
 
 from agent.audit.monitor import AuditMetrics
 from agent.sync.health import AgentMetrics
+from agent.sync.prefetches import PrefetchCounts
 from agent.sync.refusals import KubeletRefusals
 from e2e.addons import prometheus
 from tests.chart.compare import without_helm_labels
@@ -38,6 +39,7 @@ def _families() -> dict[str, str]:
     agent = AgentMetrics()
     AuditMetrics(agent.registry)
     KubeletRefusals(agent.registry)
+    PrefetchCounts(agent.registry)
     agent.track_node_resource_topology()
     webhook = WebhookMetrics()
     webhook.registry.register(CertificateExpiry(Path("/nonexistent/tls.crt")))

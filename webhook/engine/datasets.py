@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from common.cache_layout import CACHE_OWNER
+from common.cache_layout import CACHE_OWNER, PREFETCH_CONTAINER_PREFIX
 from webhook.engine.resources import PREFETCH_CPU, PREFETCH_MEMORY
 from webhook.policy.model import Dataset
 
@@ -39,7 +39,7 @@ def _dns_name(prefix: str, *parts: str) -> str:
 
 
 def prefetch_container_name(dataset: Dataset) -> str:
-    return _dns_name("topoplace-prefetch", dataset.name)
+    return _dns_name(PREFETCH_CONTAINER_PREFIX, dataset.name)
 
 
 def version_subpath(dataset: Dataset) -> str:

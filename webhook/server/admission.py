@@ -37,6 +37,7 @@ from webhook.server.review import (
 )
 from webhook.vocabulary import MIRROR_ANNOTATION, POLICY_LABEL
 from webhook.warnings.fit import fit_text
+from webhook.warnings.kinds import Fitted, WarningKind
 
 __all__ = [
     "Admission",
@@ -46,15 +47,17 @@ __all__ = [
     "Outcome",
     "PolicyAdmitter",
     "build_response",
+    "engine_kinds",
 ]
 
 logger = logging.getLogger(__name__)
 
 Outcome = Literal["mutated", "unchanged", "passthrough", "denied", "failed_open"]
 MutateFn = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
-# (mutated pod, the policy applied or None) -> warning lines as sent, `topoplace: ` and all
-# (webhook/warnings/placement.py): it fits no node, or not as asked
-FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], list[str]]
+# (mutated pod, the policy applied or None) -> warning lines as sent, `topoplace: ` and all,
+# with their kinds (webhook/warnings/placement.py): it fits no node, or not as asked
+FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], list[Fitted]]
+_INTERNAL = (WarningKind.INTERNAL_ERROR,)
 
 _EMPTY = PolicySet()
 
@@ -70,6 +73,7 @@ class Admission:
     pod_name: str = ""
     namespace: str = ""
     payload: bytes | None = None  # `review` as JSON, where already written (a reused answer)
+    warned: tuple[WarningKind, ...] = ()  # the kind of each warning in `review`, in order
 
 
 class Admitter(Protocol):
@@ -146,9 +150,9 @@ class PolicyAdmitter:
             )
             warning = f"internal error applying policy {policy!r}; pod admitted unchanged"
             review = build_response(uid, warnings=[warning])
-            return Admission(review, "failed_open", policy, 0, name, namespace)
+            return Admission(review, "failed_open", policy, 0, name, namespace, warned=_INTERNAL)
 
-    def _fit_warnings(self, mutation: Mutation, policies: PolicySet) -> list[str]:
+    def _fit_warnings(self, mutation: Mutation, policies: PolicySet) -> list[Fitted]:
         """The placement warnings; a failure here only loses them, never the pod."""
         if self._fit_check is None:
             return []
@@ -161,18 +165,26 @@ class PolicyAdmitter:
 
     @staticmethod
     def _answer(
-        uid: str, mutation: Mutation, name: str, namespace: str, placed: list[str]
+        uid: str, mutation: Mutation, name: str, namespace: str, placed: list[Fitted]
     ) -> Admission:
+        warned = engine_kinds(mutation.warnings)
         if not mutation.allowed:
             review = build_response(
                 uid, allowed=False, warnings=mutation.warnings, status_message=mutation.denial
             )
-            return Admission(review, "denied", mutation.policy, 0, name, namespace)
+            return Admission(review, "denied", mutation.policy, 0, name, namespace, warned=warned)
         review = build_response(
-            uid, patch=mutation.patch, warnings=mutation.warnings, fitted=placed
+            uid, patch=mutation.patch, warnings=mutation.warnings, fitted=[w.line for w in placed]
         )
         outcome: Outcome = "mutated" if mutation.patch else "unchanged"
-        return Admission(review, outcome, mutation.policy, len(mutation.patch), name, namespace)
+        warned += tuple(w.kind for w in placed)
+        ops = len(mutation.patch)
+        return Admission(review, outcome, mutation.policy, ops, name, namespace, warned=warned)
+
+
+def engine_kinds(warnings: Sequence[str]) -> tuple[WarningKind, ...]:
+    """The kinds of the engine's plain-text warnings: all one kind (kinds.py)."""
+    return (WarningKind.ENGINE,) * len(warnings)
 
 
 def build_response(

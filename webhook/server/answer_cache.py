@@ -31,6 +31,7 @@ from webhook.server.review import (
     ReviewRequest,
 )
 from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
+from webhook.warnings.kinds import WarningKind
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "CachedAdmitter", "Stamp", "request_key"]
 
@@ -99,6 +100,7 @@ class _Entry:
     outcome: Any
     policy: str | None
     patch_ops: int
+    warned: tuple[WarningKind, ...]
 
 
 class CachedAdmitter:
@@ -131,7 +133,13 @@ class CachedAdmitter:
             response = {k: v for k, v in admission.review["response"].items() if k != "uid"}
             tail = b"," + jsonio.dumps(response)[1:] + b"}"
             self._entries[key] = _Entry(
-                stamp, response, tail, admission.outcome, admission.policy, admission.patch_ops
+                stamp,
+                response,
+                tail,
+                admission.outcome,
+                admission.policy,
+                admission.patch_ops,
+                admission.warned,
             )
             # The answer is written out once: the transport sends these bytes as they are.
             payload = _REVIEW_HEAD + jsonio.dumps(request.uid) + tail
@@ -154,4 +162,5 @@ class CachedAdmitter:
             name,
             namespace,
             _REVIEW_HEAD + jsonio.dumps(request.uid) + entry.tail,
+            entry.warned,
         )

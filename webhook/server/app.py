@@ -38,6 +38,7 @@ from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
 from webhook.server.workload_admission import WorkloadAdmitter
 from webhook.spans.watch import WorkloadSpans
+from webhook.warnings.kinds import WarningKind
 from webhook.warnings.placement import PlacementWarnings
 
 __all__ = [
@@ -158,10 +159,15 @@ async def _admit(request: web.Request, state: WebhookState) -> web.Response:
         # The Admitter contract says this cannot happen; if it does, still fail open.
         logger.exception("admitter raised; admitting unchanged", extra={"uid": review.uid})
         review_out = build_response(review.uid, warnings=["internal error; admitted unchanged"])
-        admission = Admission(review_out, "failed_open", namespace=review.namespace)
+        admission = Admission(
+            review_out,
+            "failed_open",
+            namespace=review.namespace,
+            warned=(WarningKind.INTERNAL_ERROR,),
+        )
     payload = admission.payload or jsonio.dumps(admission.review)
     elapsed = time.perf_counter() - started
-    state.metrics.admission(admission.outcome, admission.policy, elapsed)
+    state.metrics.admission(admission.outcome, admission.policy, elapsed, admission.warned)
     _log(admission, review.uid, review.dry_run, elapsed)
     return web.Response(body=payload, content_type="application/json")
 

@@ -7,6 +7,8 @@ the loaded set, `none` for pods that did not opt in, or `unknown`.
 Metrics (prefix `topoplace_webhook_`):
 - `admission_requests_total{outcome,policy}`: outcome is one of `OUTCOMES`.
 - `admission_duration_seconds`: histogram of handler latency, buckets from 0.1 ms.
+- `admission_warnings_total{kind,policy}`: warning lines sent, `kind` one of
+  `webhook.warnings.kinds.WarningKind`; zero for every kind and loaded policy from the load on.
 - `policy_set_generation`: increments on every policy set swap; `policy_set_info{hash}`;
   `policies_loaded`: number of policies in the serving set.
 - `policy_reload_errors_total`: refused policy sets.
@@ -16,7 +18,7 @@ Metrics (prefix `topoplace_webhook_`):
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
 
@@ -32,6 +34,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
+
+from webhook.warnings.kinds import WarningKind
 
 __all__ = ["LATENCY_BUCKETS", "OUTCOMES", "WebhookMetrics", "serve_metrics"]
 
@@ -53,6 +57,15 @@ LATENCY_BUCKETS: Final = (
 _PREFIX: Final = "topoplace_webhook_"
 
 
+def _counters(
+    name: str, documentation: str, labels: list[str], counts: Mapping[tuple[str, ...], int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(_PREFIX + name, documentation, labels=labels)
+    for values, count in counts.items():
+        family.add_metric(list(values), count)
+    return family
+
+
 class _AdmissionCollector(Collector):
     """The two per-request instruments as plain counts, turned into samples at scrape.
 
@@ -65,22 +78,39 @@ class _AdmissionCollector(Collector):
         self.requests: dict[tuple[str, str], int] = {}
         self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # per bucket, the last one +Inf
         self.total = 0.0
+        self.warnings: dict[tuple[str, str], int] = {}  # (kind, policy) -> lines sent
 
-    def observe(self, outcome: str, policy: str, seconds: float) -> None:
+    def observe(
+        self, outcome: str, policy: str, seconds: float, warned: tuple[WarningKind, ...]
+    ) -> None:
         key = (outcome, policy)
         self.requests[key] = self.requests.get(key, 0) + 1
         self.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         self.total += seconds
+        for kind in warned:
+            key = (kind.value, policy)
+            self.warnings[key] = self.warnings.get(key, 0) + 1
+
+    def known_policies(self, names: tuple[str, ...]) -> None:
+        """Zeros for every kind of a newly loaded policy, so a panel and a rate see the
+        series before the first warning (kinds × policies: bounded by the loaded set)."""
+        for name in names:
+            for kind in WarningKind:
+                self.warnings.setdefault((kind.value, name), 0)
 
     def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            _PREFIX + "admission_requests",
+        yield _counters(
+            "admission_requests",
             "Admission requests answered, by outcome and policy",
-            labels=["outcome", "policy"],
+            ["outcome", "policy"],
+            self.requests,
         )
-        for (outcome, policy), count in self.requests.items():
-            requests.add_metric([outcome, policy], count)
-        yield requests
+        yield _counters(
+            "admission_warnings",
+            "Admission warning lines sent, by kind and policy",
+            ["kind", "policy"],
+            self.warnings,
+        )
         cumulative, running = [], 0
         for bound, count in zip((*LATENCY_BUCKETS, float("inf")), self.buckets, strict=True):
             running += count
@@ -125,6 +155,7 @@ class WebhookMetrics:
         self._set_info.info({"hash": generation_hash})
         self._loaded.set(len(names))
         self._known = frozenset(names)
+        self._admissions.known_policies(names)
 
     def policy_reload_failed(self) -> None:
         self._reload_errors.inc()
@@ -132,14 +163,20 @@ class WebhookMetrics:
     def tls_reloaded(self, ok: bool) -> None:
         self._tls_reloads.labels(result="ok" if ok else "error").inc()
 
-    def admission(self, outcome: str, policy: str | None, seconds: float) -> None:
+    def admission(
+        self,
+        outcome: str,
+        policy: str | None,
+        seconds: float,
+        warned: tuple[WarningKind, ...] = (),
+    ) -> None:
         if policy is None:
             label = "none"
         elif policy in self._known:
             label = policy
         else:
             label = "unknown"
-        self._admissions.observe(outcome, label, seconds)
+        self._admissions.observe(outcome, label, seconds, warned)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -25,6 +25,7 @@ from webhook.topology.filters.nodes import NodeError, NodeView
 from webhook.topology.zones import NodeZones
 from webhook.vocabulary import APPLIED_ANNOTATION
 from webhook.warnings.facts import IndexFacts
+from webhook.warnings.kinds import Fitted
 from webhook.warnings.placement import node_warnings
 
 __all__ = ["WATCH_SECONDS", "NodeCache", "Zones"]
@@ -75,7 +76,7 @@ class NodeCache:
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         # pod signature -> (index, its generation and the zones', the answer then)
-        self._answers: dict[bytes, tuple[NodeIndex, tuple[int, int], tuple[str, ...]]] = {}
+        self._answers: dict[bytes, tuple[NodeIndex, tuple[int, int], tuple[Fitted, ...]]] = {}
 
     # --- admission side: never waits, never raises ----------------------------------------
     def stamp(self) -> tuple[bool, NodeIndex, int]:
@@ -84,7 +85,7 @@ class NodeCache:
         index = self.index
         return (self.ready, index, index.generation)
 
-    def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[str]:
+    def check(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[Fitted]:
         """The node warnings for a mutated pod, fitted (webhook/warnings decides which): none
         when it fits somewhere with the pairs it asks for, the cache is cold or no policy
         applied."""

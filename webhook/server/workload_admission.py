@@ -18,8 +18,9 @@ from typing import Any
 
 from webhook.engine.mutation import EngineSettings
 from webhook.policy.loader import PolicySet
-from webhook.server.admission import Admission, Admitter, Outcome, build_response
+from webhook.server.admission import Admission, Admitter, Outcome, build_response, engine_kinds
 from webhook.server.review import ReviewRequest
+from webhook.warnings.kinds import WarningKind
 from webhook.workloads.mutation import WORKLOAD_KINDS, mutate_workload
 from webhook.workloads.together import level_warning
 
@@ -79,10 +80,12 @@ class WorkloadAdmitter:
             )
             warning = f"internal error applying a placement policy to {label}; admitted unchanged"
             review = build_response(uid, warnings=[warning])
-            return Admission(review, "failed_open", None, 0, label, namespace)
+            internal = (WarningKind.INTERNAL_ERROR,)
+            return Admission(review, "failed_open", None, 0, label, namespace, warned=internal)
+        warned = engine_kinds(result.warnings)
         if result.templates == 0:  # nothing opted in (or nothing readable did)
             review = build_response(uid, warnings=result.warnings)
-            return Admission(review, "passthrough", None, 0, label, namespace)
+            return Admission(review, "passthrough", None, 0, label, namespace, warned=warned)
         if result.denials:
             review = build_response(
                 uid,
@@ -90,11 +93,13 @@ class WorkloadAdmitter:
                 warnings=result.warnings,
                 status_message="; ".join(result.denials),
             )
-            return Admission(review, "denied", result.policy, 0, label, namespace)
-        warnings = result.warnings + self._level_warnings(policies, result.policy, label)
-        review = build_response(uid, patch=result.patch, warnings=warnings)
+            return Admission(review, "denied", result.policy, 0, label, namespace, warned=warned)
+        level = self._level_warnings(policies, result.policy, label)
+        review = build_response(uid, patch=result.patch, warnings=result.warnings + level)
         outcome: Outcome = "mutated" if result.patch else "unchanged"
-        return Admission(review, outcome, result.policy, len(result.patch), label, namespace)
+        warned += (WarningKind.KEEP_TOGETHER,) * len(level)
+        ops = len(result.patch)
+        return Admission(review, outcome, result.policy, ops, label, namespace, warned=warned)
 
     def _level_warnings(self, policies: PolicySet, name: str | None, label: str) -> list[str]:
         policy = policies.get(name) if name is not None else None

@@ -12,10 +12,12 @@ are plain text: `fit_text` cuts them at a word. `mutate` prints those in full of
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["EXPLAIN", "LIMIT", "MORE", "PREFIX", "Parts", "fit", "fit_text"]
+from webhook.warnings.kinds import Fitted, WarningKind
+
+__all__ = ["EXPLAIN", "LIMIT", "MORE", "PREFIX", "Parts", "fit", "fit_text", "fitted"]
 
 LIMIT: Final = 256
 PREFIX: Final = "topoplace: "
@@ -37,6 +39,7 @@ class Parts:
     bracketed: bool = False
     after: str = ""
     tail: str = ""
+    kind: WarningKind = field(kw_only=True)  # which check says it (kinds.py)
 
     def text(self) -> str:
         """The whole warning, unfitted, without the prefix."""
@@ -95,6 +98,11 @@ def fit(parts: Parts) -> str:
     if len(head) + len(body) > room:  # a long policy name: the text after it goes, then it
         return PREFIX + _cut(head + body, room) + tail
     return PREFIX + head + body + _cut(after, room - len(head) - len(body)) + tail
+
+
+def fitted(parts: Parts) -> Fitted:
+    """`fit(parts)` with the kind of warning it is."""
+    return Fitted(parts.kind, fit(parts))
 
 
 def fit_text(text: str) -> str:

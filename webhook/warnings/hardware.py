@@ -16,6 +16,7 @@ from webhook.explain.masks import Assessment, Miss
 from webhook.explain.pairs import PairsVerdict
 from webhook.topology.requests import format_amount
 from webhook.warnings.fit import EXPLAIN, MORE, Parts
+from webhook.warnings.kinds import WarningKind
 
 __all__ = ["PairsGroup", "kubelet_refusal_warning", "no_fit_warning", "pairs_warning"]
 
@@ -52,6 +53,7 @@ def no_fit_warning(plan: PodPlan, assessment: Assessment, total: int) -> Parts |
         return None
     misses = sorted(assessment.misses, key=lambda m: -m.nodes)
     return Parts(
+        kind=WarningKind.NO_FIT,
         head=f"no node fits placement policy {plan.policy}{_gpus(plan)}: ",
         items=tuple(_part(miss, first=not i) for i, miss in enumerate(misses)),
         tail=EXPLAIN,
@@ -64,6 +66,7 @@ def kubelet_refusal_warning(plan: PodPlan, refusing: Sequence[str]) -> Parts | N
         return None
     many = len(refusing) != 1
     return Parts(
+        kind=WarningKind.KUBELET_REFUSAL,
         head=f"placement policy {plan.policy}: the kubelet{'s' if many else ''} of "
         f"{len(refusing)} matching node{'s' if many else ''}",
         items=tuple(refusing[:_VALUES]),
@@ -85,6 +88,7 @@ def pairs_warning(plan: PodPlan, groups: Sequence[PairsGroup]) -> Parts | None:
     names = [name for _, _, shown in failing for name in shown]
     bad, total = sum(g[1] for g in failing), sum(g[1] for g in groups)
     return Parts(
+        kind=WarningKind.PAIRS,
         head=f"placement policy {plan.policy}{_gpus(plan)}: GPU↔NIC pairs not guaranteed on "
         f"{bad} of {total} node{'s' if total != 1 else ''} it fits",
         items=tuple(names[:_VALUES]),

@@ -12,6 +12,7 @@ from webhook.explain.checks import PodPlan
 from webhook.explain.free import ZonesOf, free_refusal
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.fit import Parts
+from webhook.warnings.kinds import WarningKind
 
 __all__ = ["NoRoom", "free_warning", "no_room", "scheduler_warning"]
 
@@ -45,6 +46,7 @@ def free_warning(plan: PodPlan, found: NoRoom | None) -> Parts | None:
     many = found.nodes != 1
     # The node's name is the item: a long one is cut, or `…` stands for it; the reason stays.
     return Parts(
+        kind=WarningKind.NO_ROOM,
         head=f"placement policy {plan.policy}: {'none of the' if many else 'the'} "
         f"{found.nodes} matching node{'s' if many else ''} {'has' if many else 'has no'} "
         "room on one NUMA node now (",
@@ -66,5 +68,7 @@ def scheduler_warning(
         return None
     # What it means is kept whole; a long scheduler name shortens the problem instead.
     return Parts(
-        head=problem, tail=": the pod stays Pending until it runs (placement.numaAwareScheduler)"
+        kind=WarningKind.SCHEDULER,
+        head=problem,
+        tail=": the pod stays Pending until it runs (placement.numaAwareScheduler)",
     )

@@ -8,7 +8,8 @@ In this order:
    GPU↔NIC pairs not guaranteed on a node it fits (policies that ask for pairs);
 3. the policy's scheduler is not running (with `--numa-scheduling`; said with or without
    the node cache, whatever the nodes say).
-Each is fitted once (fit.py): `topoplace: ` counted, the pointer to explain kept.
+Each is fitted once (fit.py): `topoplace: ` counted, the pointer to explain kept; each
+keeps its kind (kinds.py) for the webhook's count of warnings by kind.
 """
 
 from __future__ import annotations
@@ -19,17 +20,18 @@ from typing import Any
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.notes import asks_pairs
 from webhook.warnings.facts import NodeFacts
-from webhook.warnings.fit import Parts, fit
+from webhook.warnings.fit import Parts, fitted
 from webhook.warnings.hardware import kubelet_refusal_warning, no_fit_warning, pairs_warning
+from webhook.warnings.kinds import Fitted
 from webhook.warnings.now import free_warning, scheduler_warning
 
 __all__ = ["NodeWarnings", "PlacementWarnings", "node_warnings"]
 
 # (mutated pod, the policy applied) -> the node warnings, fitted (NodeCache.check)
-NodeWarnings = Callable[[Mapping[str, Any], PlacementPolicy | None], Sequence[str]]
+NodeWarnings = Callable[[Mapping[str, Any], PlacementPolicy | None], Sequence[Fitted]]
 
 
-def node_warnings(facts: NodeFacts) -> list[str]:
+def node_warnings(facts: NodeFacts) -> list[Fitted]:
     """The warnings about the nodes, fitted, in order (steps 1 and 2 above)."""
     plan = facts.plan
     found: list[Parts | None] = []
@@ -43,7 +45,7 @@ def node_warnings(facts: NodeFacts) -> list[str]:
                 found.append(free_warning(plan, facts.no_room()))
             if asks_pairs(facts.policy):
                 found.append(pairs_warning(plan, facts.pair_groups()))
-    return [fit(parts) for parts in found if parts is not None]
+    return [fitted(parts) for parts in found if parts is not None]
 
 
 class PlacementWarnings:
@@ -61,12 +63,12 @@ class PlacementWarnings:
         self._nodes = nodes
         self._scheduler_problem = scheduler_problem
 
-    def __call__(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[str]:
+    def __call__(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[Fitted]:
         if policy is None:
             return []
         found = list(self._nodes(pod, policy)) if self._nodes is not None else []
         if self._scheduler_problem is not None:
             parts = scheduler_warning(pod, policy, self._scheduler_problem)
             if parts is not None:
-                found.append(fit(parts))
+                found.append(fitted(parts))
         return found

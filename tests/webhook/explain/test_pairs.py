@@ -171,7 +171,7 @@ def fit_warnings(found: PolicySet, gpus: int, nodes: Sequence[dict[str, Any]]) -
     cache.index = NodeIndex(NodeView.from_object(n) for n in nodes)
     cache.ready = True
     mutation = mutate(pod(gpus), "ml", found)
-    return cache.check(mutation.pod, found.get("pix"))
+    return [w.line for w in cache.check(mutation.pod, found.get("pix"))]
 
 
 def test_the_admission_warning_names_policy_gpus_and_reason(

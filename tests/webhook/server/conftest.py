@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -312,3 +313,23 @@ async def wait_until(check: Callable[[], Awaitable[bool]], what: str) -> None:
                 await asyncio.sleep(0.05)
     except TimeoutError:
         raise AssertionError(f"timed out waiting for {what}") from None
+
+
+async def warning_counts(
+    client: aiohttp.ClientSession, server: WebhookServer, policy: str
+) -> dict[str, float]:
+    """kind -> warning lines the server counted for `policy`, as its metrics port serves them
+    (zeros included)."""
+    async with client.get(f"http://127.0.0.1:{server.metrics_port}/metrics") as resp:
+        assert resp.status == 200
+        text = await resp.text()
+    name = "topoplace_webhook_admission_warnings_total"
+    found = re.findall(rf'^{name}\{{kind="(\w+)",policy="{policy}"\}} (\S+)$', text, re.M)
+    return {kind: float(value) for kind, value in found}
+
+
+async def sent_warnings(
+    client: aiohttp.ClientSession, server: WebhookServer, policy: str
+) -> dict[str, float]:
+    """The kinds with warnings counted for `policy`, and how many."""
+    return {k: n for k, n in (await warning_counts(client, server, policy)).items() if n}

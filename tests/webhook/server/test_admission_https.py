@@ -21,6 +21,7 @@ from tests.webhook.server.conftest import (
     decode_patch,
     gpu_pod,
     post_review,
+    sent_warnings,
     server_config,
 )
 from webhook.server.runner import WebhookServer
@@ -316,3 +317,20 @@ async def test_metrics_can_be_turned_off(
         assert server.metrics_port is None
         status, _ = await post_review(client, server.url, admission_review(gpu_pod()))
         assert status == 200
+
+
+async def test_metrics_count_the_engines_warnings_and_a_fail_open_by_kind(
+    policy_dir: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
+) -> None:
+    def broken_engine(*_args: Any) -> Any:
+        raise KeyError("bug")
+
+    async with WebhookServer(server_config(policy_dir, tls_files)) as server:
+        assert await sent_warnings(client, server, "ddp") == {}
+        _, answer = await post_review(client, server.url, admission_review(gpu_pod(gpus=0)))
+        sent = answer["response"]["warnings"]
+        assert any("the pod requests no GPU" in w for w in sent)
+        assert await sent_warnings(client, server, "ddp") == {"engine": len(sent)}
+    async with WebhookServer(server_config(policy_dir, tls_files), mutate=broken_engine) as server:
+        await post_review(client, server.url, admission_review(gpu_pod()))
+        assert await sent_warnings(client, server, "ddp") == {"internal_error": 1}

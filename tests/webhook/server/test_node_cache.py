@@ -31,6 +31,7 @@ from webhook.engine.recipe import mutate
 from webhook.policy.loader import load_policy_dir
 from webhook.server.node_cache import NodeCache
 from webhook.server.runner import WebhookServer
+from webhook.warnings.kinds import WarningKind
 
 FLEET = {n["metadata"]["name"]: n for n in yaml.safe_load(EXAMPLE_NODES.read_text())["items"]}
 FAR = ("pcie-l40s-a", "workstation-a", "hyperv-gpu-a")  # no GPU-NIC link at PXB or better
@@ -67,7 +68,7 @@ def ddp_check(cache: NodeCache, policy_dir: Path, gpus: int = 2) -> str | None:
     policies = load_policy_dir(policy_dir)
     result = mutate(gpu_pod(gpus=gpus), "ml-team", policies)
     warnings = cache.check(result.pod, policies.get("ddp"))
-    return next((w for w in warnings if w.startswith("topoplace: no node fits")), None)
+    return next((w.line for w in warnings if w.kind is WarningKind.NO_FIT), None)
 
 
 async def test_silent_until_the_first_list_then_warns(api: NodeApiServer, policy_dir: Path) -> None:

@@ -19,13 +19,16 @@ from tests.webhook.server.conftest import (
     post_review,
     server_config,
     wait_until,
+    warning_counts,
 )
 from tests.webhook.server.fake_topology import TopologyApiServer
 from tests.webhook.server.test_node_cache import FLEET
 from tests.webhook.server.test_numa_scheduling import NUMA_POLICY
 from tests.webhook.topology.nrt import nrt
+from webhook.server.app import ServerConfig
 from webhook.server.runner import WebhookServer
 from webhook.warnings.fit import EXPLAIN, LIMIT, PREFIX
+from webhook.warnings.kinds import WarningKind
 
 # A pod label value, so at most 63 characters; node names may be far longer (253).
 LONG_POLICY = "distributed-data-parallel-training-on-hgx-h100-with-rdma-pairs"
@@ -95,9 +98,9 @@ async def test_a_long_warning_keeps_the_pointer_to_explain(
     assert len(warning) <= LIMIT
 
 
-async def test_warnings_come_in_their_order_when_several_apply(
-    api: TopologyApiServer, tmp_path: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
-) -> None:
+def numa_fleet(api: TopologyApiServer, tmp_path: Path, tls_files: TlsFiles) -> ServerConfig:
+    """Two long-named nodes, each NUMA node half taken; the NUMA-aware policy `numa` asking for
+    GPU↔NIC pairs too, its scheduler without a Lease: a 4-GPU pod gets three warnings."""
     names = [f"{RACK}{i:02d}-{'x' * 100}" for i in range(2)]
     for name in names:
         api.node_store.put(node(name, {"topoplace.io/topology-manager-policy": "single-numa-node"}))
@@ -108,7 +111,7 @@ async def test_warnings_come_in_their_order_when_several_apply(
     (policies / "numa.yaml").write_text(
         NUMA_POLICY.replace("singleNumaNode: true", "singleNumaNode: true\n    gpuNicPairs: true")
     )
-    config = server_config(
+    return server_config(
         policies,
         tls_files,
         node_cache=True,
@@ -116,7 +119,12 @@ async def test_warnings_come_in_their_order_when_several_apply(
         kubeconfig=api.write_kubeconfig(),
         lease_check_interval=0.1,
     )
-    async with WebhookServer(config) as server:
+
+
+async def test_warnings_come_in_their_order_when_several_apply(
+    api: TopologyApiServer, tmp_path: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
+) -> None:
+    async with WebhookServer(numa_fleet(api, tmp_path, tls_files)) as server:
         room, pairs, scheduler = await warnings_once_warm(
             client, server, gpu_pod(gpus=4, policy="numa"), 3
         )
@@ -153,3 +161,26 @@ async def test_warnings_come_in_their_order_when_several_apply(
     )
     assert no_fit.startswith(f"{PREFIX}no node fits placement policy numa for 16 GPUs: ")
     assert no_fit.endswith(EXPLAIN)
+
+
+async def test_each_warning_sent_is_counted_by_its_kind(
+    api: TopologyApiServer, tmp_path: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
+) -> None:
+    async with WebhookServer(numa_fleet(api, tmp_path, tls_files)) as server:
+        before = await warning_counts(client, server, "numa")
+        assert set(before) == {k.value for k in WarningKind}  # zeros from the policy's load
+        await warnings_once_warm(client, server, gpu_pod(gpus=4, policy="numa"), 3)
+        await warnings_once_warm(client, server, gpu_pod(gpus=16, policy="numa"), 2)
+        warm = await warning_counts(client, server, "numa")
+        answers = []
+        for gpus in (4, 4, 16):  # the second 4-GPU answer is the answer cache's
+            status, body = await post_review(
+                client, server.url, admission_review(gpu_pod(gpus=gpus, policy="numa"))
+            )
+            assert status == 200
+            answers.append(body["response"]["warnings"])
+        after = await warning_counts(client, server, "numa")
+    sent = {kind: after[kind] - warm[kind] for kind in after}
+    engine = sum(len(a) for a in answers) - 3 * 2 - 2  # the rest are the engine's
+    assert sent == {"no_room": 2, "pairs": 2, "scheduler": 3, "no_fit": 1, "engine": engine,
+                    "kubelet_refusal": 0, "keep_together": 0, "internal_error": 0}  # fmt: skip

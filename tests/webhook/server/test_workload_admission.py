@@ -16,6 +16,7 @@ from tests.webhook.server.conftest import (
     decode_patch,
     gpu_pod,
     post_review,
+    sent_warnings,
     server_config,
 )
 from webhook.engine.mutation import EngineSettings
@@ -136,6 +137,8 @@ async def test_an_unreadable_template_is_admitted_unchanged_with_a_warning(
     assert status == 200 and response["allowed"] is True
     assert any("replicatedJobs[1]" in w and "cannot read" in w for w in response["warnings"])
     assert {op["path"].split("/")[3] for op in decode_patch(response)} == {"0"}
+    # The workload's warnings are counted as the engine's, under its policy.
+    assert await sent_warnings(client, server, "ddp") == {"engine": len(response["warnings"])}
 
 
 async def test_a_missing_policy_is_refused_only_when_the_webhook_says_deny(

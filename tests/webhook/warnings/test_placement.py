@@ -17,6 +17,7 @@ from webhook.explain.pairs import PairsVerdict
 from webhook.policy.loader import load_policy_dir
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.hardware import PairsGroup
+from webhook.warnings.kinds import Fitted, WarningKind
 from webhook.warnings.now import NoRoom
 from webhook.warnings.placement import PlacementWarnings, node_warnings
 
@@ -61,7 +62,8 @@ class Facts:
 
 def test_no_fit_alone_and_nothing_else_looked_at() -> None:
     facts = Facts(fits=False, refusing=["n1"], room=NoRoom(1, "n1", "full"))
-    (warning,) = node_warnings(facts)
+    ((kind, warning),) = [(w.kind, w.line) for w in node_warnings(facts)]
+    assert kind is WarningKind.NO_FIT
     assert warning.startswith("topoplace: no node fits placement policy ddp-hgx-full-node")
     assert facts.asked == ["fit", "assessment"]
 
@@ -72,7 +74,13 @@ def test_where_it_fits_refusal_then_room_then_pairs() -> None:
         room=NoRoom(3, "n3", "no NUMA node has 8 free GPUs (free: 4, 4)"),
         groups=[(NOT_PAIRED, 2, ["n4", "n5"])],
     )
-    warnings = node_warnings(facts)
+    found = node_warnings(facts)
+    assert [w.kind for w in found] == [
+        WarningKind.KUBELET_REFUSAL,
+        WarningKind.NO_ROOM,
+        WarningKind.PAIRS,
+    ]
+    warnings = [w.line for w in found]
     assert all(w.startswith("topoplace: placement policy ddp-hgx-full-node") for w in warnings)
     assert "the kubelets of 2 matching nodes (n1, n2) would refuse" in warnings[0]
     assert "none of the 3 matching nodes has room on one NUMA node now (n3: " in warnings[1]
@@ -91,13 +99,15 @@ def test_the_scheduler_comes_last_with_or_without_the_node_cache(tmp_path: Path)
     policy = load_policy_dir(tmp_path).get("numa")
     pod: dict[str, Any] = {"spec": {"schedulerName": "topoplace-numa-scheduler"}}
     problem = {"topoplace-numa-scheduler": "scheduler 'x' is not running (no Lease)"}.get
-    check = PlacementWarnings(
-        nodes=lambda _pod, _policy: ["topoplace: from the nodes"], scheduler_problem=problem
-    )
+    from_nodes = Fitted(WarningKind.NO_ROOM, "topoplace: from the nodes")
+    check = PlacementWarnings(nodes=lambda _pod, _policy: [from_nodes], scheduler_problem=problem)
     assert check(pod, policy) == [
-        "topoplace: from the nodes",
-        "topoplace: scheduler 'x' is not running (no Lease): the pod stays Pending until it "
-        "runs (placement.numaAwareScheduler)",
+        from_nodes,
+        Fitted(
+            WarningKind.SCHEDULER,
+            "topoplace: scheduler 'x' is not running (no Lease): the pod stays Pending until it "
+            "runs (placement.numaAwareScheduler)",
+        ),
     ]
     assert len(PlacementWarnings(scheduler_problem=problem)(pod, policy)) == 1
     assert PlacementWarnings(scheduler_problem=problem)({"spec": {}}, policy) == []
