@@ -23,16 +23,11 @@ from urllib.parse import urlencode
 
 from e2e.addons import prometheus
 
-__all__ = ["DASHBOARD", "draw", "resolved"]
+__all__ = ["DASHBOARD", "draw"]
 
 _REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = _REPO / "manifests" / "components" / "monitoring" / "topoplace-dashboard.json"
 _ROW_INCHES = 0.42  # one grid row; the grid is 24 columns across 16 inches
-
-
-def resolved(expr: str) -> str:
-    """A panel's query as Grafana sends it with every variable on All."""
-    return re.sub(r"\$(node|namespace)\b", ".*", expr.replace("$__rate_interval", "1m"))
 
 
 def _legend(metric: dict[str, str], fmt: str | None) -> str:
@@ -44,7 +39,9 @@ def _legend(metric: dict[str, str], fmt: str | None) -> str:
 
 def _series(url: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:
     step = max(15, int((end - start) / 120))
-    args = urlencode({"query": resolved(expr), "start": start, "end": end, "step": step})
+    args = urlencode(
+        {"query": prometheus.panel_query(expr), "start": start, "end": end, "step": step}
+    )
     return prometheus.query(url, "", path=f"/api/v1/query_range?{args}")["result"]
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "E2E_THRESHOLDS",
     "OPT_OUT",
     "alert_names",
+    "panel_query",
     "prometheus_dir",
     "query",
     "rule_groups",
@@ -177,6 +178,11 @@ def scrape_configs(kubeconfig: Path, interval: str = INTERVAL) -> list[dict[str,
 def _label_name(key: str) -> str:
     """A pod label key as Kubernetes discovery names its meta label."""
     return re.sub(r"[^a-zA-Z0-9_]", "_", key)
+
+
+def panel_query(expr: str) -> str:
+    """A dashboard panel's query as Grafana sends it with every variable on All."""
+    return re.sub(r"\$(node|namespace)\b", ".*", expr.replace("$__rate_interval", "1m"))
 
 
 def query(url: str, promql: str, *, path: str = "/api/v1/query") -> Any:

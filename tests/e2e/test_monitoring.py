@@ -185,11 +185,6 @@ def _panel_queries() -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
 
 
-def _resolved(expr: str) -> str:
-    """A panel's query as Grafana sends it with every variable on All."""
-    return re.sub(r"\$(node|namespace)\b", ".*", expr.replace("$__rate_interval", "1m"))
-
-
 def test_every_dashboard_panel_and_variable_returns_data(
     kubectl: Kubectl, url: str, ns: str
 ) -> None:
@@ -205,7 +200,7 @@ def test_every_dashboard_panel_and_variable_returns_data(
     )
     for title, expr in _panel_queries():
         procs.wait_for(
-            lambda expr=expr: prometheus.query(url, _resolved(expr))["result"],
+            lambda expr=expr: prometheus.query(url, prometheus.panel_query(expr))["result"],
             f"a series for panel {title!r}: {expr}",
             timeout=30,
             interval=1,
