@@ -26,6 +26,7 @@ from tests.chart.compare import without_helm_labels
 from tests.manifests.rendered import NAMESPACE, REPO, helm
 from webhook.server.cert_expiry import CertificateExpiry
 from webhook.server.metrics import WebhookMetrics
+from webhook.spans.watch import WorkloadSpans
 
 COMPONENT = REPO / "manifests" / "components" / "monitoring"
 DOCS = (REPO / "docs" / "monitoring.md").read_text()
@@ -43,6 +44,7 @@ def _families() -> dict[str, str]:
     agent.track_node_resource_topology()
     webhook = WebhookMetrics()
     webhook.registry.register(CertificateExpiry(Path("/nonexistent/tls.crt")))
+    webhook.registry.register(WorkloadSpans(lambda: None))  # `serve --workload-spans`
     return {m.name: m.type for r in (agent.registry, webhook.registry) for m in r.collect()}
 
 

@@ -4,7 +4,7 @@ Only pods that opted in (the policy label) and hold a place on a node are listed
 watched, and of each only its workload and node are kept. The spans are worked out at
 scrape time from the node cache's labels, so a node relabelled moves its workloads' figures
 at the next scrape without any pod event. Until both the first pod list and the node cache
-are in, no sample is exported (absent, not zero: nothing is known yet).
+are in, the families have no sample (absent, not zero: nothing is known yet).
 
 Metrics (prefix `topoplace_webhook_workload_`), labelled by namespace, kind and workload: one
 set per running Topoplace workload, gone when its last pod ends.
@@ -76,9 +76,7 @@ class WorkloadSpans(Collector):
         return iter(())  # unchecked collector: the series come and go with workloads
 
     def collect(self) -> Iterator[Metric]:
-        labels = self._node_labels()
-        if not self.ready or labels is None:
-            return
+        labels = self._node_labels() if self.ready else None
         pods = GaugeMetricFamily(_PREFIX + "pods", "Placed pods of the workload", labels=_LABELS)
         nodes = GaugeMetricFamily(
             _PREFIX + "nodes", "Nodes the workload's pods are placed on", labels=_LABELS
@@ -96,7 +94,7 @@ class WorkloadSpans(Collector):
             "Pairs of its nodes whose distance no network tier tells",
             labels=_LABELS,
         )
-        for ref, placed in sorted(self.placed().items()):
+        for ref, placed in sorted(self.placed().items()) if labels is not None else ():
             s = span(placed, labels)
             values = [ref.namespace, ref.kind, ref.name]
             pods.add_metric(values, s.pods)
