@@ -70,7 +70,8 @@ def _panel(ax: Any, panel: dict[str, Any], url: str, start: float, end: float) -
             ax.text(0.02, 0.85 - i * 0.14, f"{name}   {ys[-1]:.3g}", fontsize=7, family="monospace")
         ax.set_axis_off()
     else:
-        for name, xs, ys in lines[:8]:
+        busiest = sorted(lines, key=lambda line: -max(line[2], default=0.0))  # the flat last
+        for name, xs, ys in busiest[:8]:
             ax.plot(xs, ys, label=name[:40], linewidth=1.2)
         ax.set_xlabel("minutes ago", fontsize=7)
         ax.tick_params(labelsize=7)
