@@ -55,6 +55,7 @@ def add_datasets(
     cache_root: Path,
     image: str,
     warnings: list[str],
+    max_cache_bytes: int | None = None,
 ) -> list[dict[str, Any]]:
     """Wire the datasets into the pod; returns the prefetch init containers it added."""
     if not datasets or not workers:
@@ -72,7 +73,7 @@ def add_datasets(
         )
         return []
     prefetchers = [
-        _prefetch_container(dataset, root=root, image=image)
+        _prefetch_container(dataset, root=root, image=image, bound=max_cache_bytes)
         for dataset in datasets
         if dataset.prefetch
     ]
@@ -103,7 +104,9 @@ def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> Non
     worker["volumeMounts"] = [*mounts, mount]
 
 
-def _prefetch_container(dataset: Dataset, *, root: str, image: str) -> dict[str, Any]:
+def _prefetch_container(
+    dataset: Dataset, *, root: str, image: str, bound: int | None
+) -> dict[str, Any]:
     amount = {"cpu": PREFETCH_CPU, "memory": PREFETCH_MEMORY}
     uid, gid = CACHE_OWNER
     container = {
@@ -120,6 +123,7 @@ def _prefetch_container(dataset: Dataset, *, root: str, image: str) -> dict[str,
             dataset.source,
             "--cache-root",
             root,
+            *(("--max-cache-bytes", str(bound)) if bound is not None else ()),
         ],
         # The pod's UID names its lease on the version, so no eviction removes it in use.
         "env": [

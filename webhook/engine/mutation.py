@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
 from common.cache_layout import DEFAULT_CACHE_ROOT
+from webhook.policy.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "DEFAULT_PREFETCH_IMAGE",
@@ -37,6 +39,9 @@ class EngineSettings:
 
     cache_root: Path = DEFAULT_CACHE_ROOT
     prefetch_image: str = DEFAULT_PREFETCH_IMAGE
+    # The prefetchers' `--max-cache-bytes`: evict other versions to stay under it (None: the
+    # cache grows until the disk is full).
+    max_cache_bytes: int | None = None
     on_missing_policy: OnMissing = "warn"
     claim_templates: Callable[[str, str], bool | None] | None = None
     """Whether ResourceClaimTemplate (namespace, name) exists: True, False, or None for
@@ -61,6 +66,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"image of the prefetch init container (default {DEFAULT_PREFETCH_IMAGE})",
     )
     parser.add_argument(
+        "--dataset-cache-max-bytes",
+        metavar="SIZE",
+        help="a bound on each node's dataset cache (a quantity: 500Gi, 2T): the prefetch init "
+        "containers evict least recently used versions no pod uses to stay under it "
+        "(default: no bound, the cache grows until the disk is full)",
+    )
+    parser.add_argument(
         "--on-missing-policy",
         choices=["warn", "deny"],
         default="warn",
@@ -76,9 +88,20 @@ def settings_from_args(args: argparse.Namespace) -> EngineSettings | str:
             f"--dataset-cache-root {args.dataset_cache_root} must be an absolute path "
             "(it becomes a hostPath on the nodes)"
         )
+    bound = args.dataset_cache_max_bytes
+    max_cache_bytes = None
+    if bound is not None:
+        try:
+            amount = parse_quantity(bound)
+        except QuantityError:
+            amount = Decimal(0)
+        if amount < 1 or amount != amount.to_integral_value():
+            return f"--dataset-cache-max-bytes {bound!r}: expected a size in bytes such as 500Gi"
+        max_cache_bytes = int(amount)
     return EngineSettings(
         cache_root=args.dataset_cache_root,
         prefetch_image=args.prefetch_image,
+        max_cache_bytes=max_cache_bytes,
         on_missing_policy=args.on_missing_policy,
     )
 

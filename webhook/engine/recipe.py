@@ -124,6 +124,7 @@ def _apply(
         cache_root=settings.cache_root,
         image=settings.prefetch_image,
         warnings=warnings,
+        max_cache_bytes=settings.max_cache_bytes,
     )
     worker_ids = {id(w) for w in workers}
     # Prefetch containers are built Guaranteed (requests == limits, no GPU): resources would

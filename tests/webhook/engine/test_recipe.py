@@ -613,3 +613,35 @@ def test_zero_cpu_is_treated_as_unset(run_mutate):
     res = mutated["spec"]["containers"][0]["resources"]
     assert res["limits"]["cpu"] == res["requests"]["cpu"] == "8"
     assert res["limits"]["memory"] == res["requests"]["memory"] == "16Gi"
+
+
+@pytest.mark.parametrize(("flag", "written"), [("500Gi", "536870912000"), ("2T", "2000000000000")])
+def test_a_cache_bound_reaches_every_prefetcher_as_the_agent_reads_it(
+    policies, flag: str, written: str
+) -> None:
+    import argparse
+
+    from agent.cli.prefetch import parse_size
+    from webhook.engine.mutation import add_engine_arguments, settings_from_args
+
+    parser = argparse.ArgumentParser()
+    add_engine_arguments(parser)
+    settings = settings_from_args(parser.parse_args(["--dataset-cache-max-bytes", flag]))
+    assert isinstance(settings, EngineSettings)
+    pod = make_pod(container(gpus=1))
+    result = mutate(pod, "ml-team", policies(policy_doc("p", datasets=[DATASET])), settings)
+    prefetch = check_mutation(pod, result)["spec"]["initContainers"][0]
+    assert prefetch["command"][-2:] == ["--max-cache-bytes", written]
+    assert parse_size(written) == int(written)  # the agent's own parser takes it as bytes
+
+
+@pytest.mark.parametrize("bad", ["lots", "0", "-5Gi", "1.5"])
+def test_a_cache_bound_that_is_not_a_size_in_bytes_is_named(bad: str) -> None:
+    import argparse
+
+    from webhook.engine.mutation import add_engine_arguments, settings_from_args
+
+    parser = argparse.ArgumentParser()
+    add_engine_arguments(parser)
+    problem = settings_from_args(parser.parse_args([f"--dataset-cache-max-bytes={bad}"]))
+    assert problem == f"--dataset-cache-max-bytes {bad!r}: expected a size in bytes such as 500Gi"
