@@ -16,7 +16,7 @@ __all__ = ["COMMANDS", "main"]
 
 COMMANDS: dict[str, Command] = {
     "explain": (
-        "webhook.cli.kubectl_explain",
+        "webhook.cli.explain.kubectl",
         "which nodes a pod fits, node by node, and why not (default: the current context)",
     ),
     "mutate": ("webhook.cli.mutate", "apply policies to a Pod or workload file, offline"),

@@ -87,7 +87,7 @@ def _read(
                 else []
             )
         elif args.kubeconfig is not None:
-            from webhook.cli.explain_cluster import read_cluster
+            from webhook.cli.read_cluster import read_cluster
 
             kubeconfig = None if args.kubeconfig == CURRENT else args.kubeconfig
             cluster = asyncio.run(read_cluster(kubeconfig, policies_configmap=None))

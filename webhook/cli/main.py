@@ -9,7 +9,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: dict[str, Command] = {
     "serve": ("webhook.cli.serve", "serve AdmissionReview v1 over HTTPS"),
     "mutate": ("webhook.cli.mutate", "apply policies to a Pod or workload file, offline"),
-    "explain": ("webhook.cli.explain", "which nodes a pod fits, node by node, and why not"),
+    "explain": ("webhook.cli.explain.command", "which nodes a pod fits, node by node, and why not"),
     "validate": ("webhook.cli.validate", "check every policy file in a directory"),
     "schema": ("webhook.cli.schema", "print the JSON Schema of PlacementPolicy"),
     "kueue-topology": (

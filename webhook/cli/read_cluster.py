@@ -1,9 +1,10 @@
-"""What `explain --kubeconfig` reads from a live cluster, with the user's own credentials.
+"""What `explain --kubeconfig` (and `spans`, `validate`, `kueue-topology` through fleet.py)
+read from a live cluster, with the user's own credentials.
 
 Nodes, the pods bound to each node (their requests are already taken: the scheduler counts
 every pod that is not Succeeded or Failed), and, when no --policies directory is given, the
 policies the webhook serves (ConfigMap topoplace-system/topoplace-policies). Not a
-subcommand: a helper of webhook/cli/explain.py, never run by the webhook's ServiceAccount.
+subcommand, and never run by the webhook's ServiceAccount.
 """
 
 from __future__ import annotations

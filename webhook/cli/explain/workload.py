@@ -1,6 +1,6 @@
 """explain's per-domain view of a workload under keepTogether, beside the per-node one.
 
-Not a subcommand: a helper of webhook/cli/explain.py. Table: one line per domain of the
+Not a subcommand: a helper of webhook/cli/explain/command.py. Table: one line per domain of the
 policy's level after the node table; JSON: a `domains` object beside `nodes`.
 """
 

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         policies = load_policy_dir(args.policies) if args.policies is not None else None
         context_ns = None
         if use_cluster:
-            from webhook.cli.explain_cluster import read_cluster
+            from webhook.cli.read_cluster import read_cluster
 
             kubeconfig = None if args.kubeconfig in (None, _CURRENT) else args.kubeconfig
             configmap = DEFAULT_CONFIGMAP if policies is None else None
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if explanation.denial:
         print(f"error: denied: {explanation.denial}", file=sys.stderr)
-    from webhook.cli.explain_workload import render_with_domains
+    from webhook.cli.explain.workload import render_with_domains
 
     sys.stdout.write(render_with_domains(args, explanation, nodes, zones.get))
     return 0 if explanation.fitting else EXIT_NONE_FITS
@@ -171,7 +171,7 @@ def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, s
         hint = " (pick one with --template WHERE)" if len(found) > 1 else ""
         raise _BadInput(f"{source}: needs exactly one pod template, found {listed}{hint}")
     template, label, namespace, doc = found[0]
-    args.workload = (doc, template)  # explain_workload.py: the per-domain view
+    args.workload = (doc, template)  # explain/workload.py: the per-domain view
     return _with_workload_label(doc, template.pod), label, namespace
 
 

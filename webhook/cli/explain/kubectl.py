@@ -1,15 +1,15 @@
 """`kubectl topoplace explain`: `topoplace-webhook explain` with the cluster as the default.
 
 Without --nodes or --kubeconfig it reads the current kubeconfig context, as kubectl plugins
-do; everything else is webhook/cli/explain.py.
+do; everything else is webhook/cli/explain/command.py.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from webhook.cli.explain import add_arguments as _add_arguments
-from webhook.cli.explain import run
+from webhook.cli.explain.command import add_arguments as _add_arguments
+from webhook.cli.explain.command import run
 
 __all__ = ["add_arguments", "run"]
 
