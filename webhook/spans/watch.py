@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 
 from common.backoff import Backoff, Sleep
 from common.kube.listwatch import WATCH_SECONDS, ListWatch, Snapshot
-from webhook.spans.workloads import PLACED_SELECTOR, WorkloadRef, placed_on, workload_of
+from webhook.spans.workloads import PLACED_SELECTOR, WorkloadRef, by_workload, placement
 from webhook.topology.span import span
 from webhook.vocabulary import POLICY_LABEL
 
@@ -66,10 +66,7 @@ class WorkloadSpans(Collector):
         self._sleep = sleep
 
     def placed(self) -> dict[WorkloadRef, list[str]]:
-        out: dict[WorkloadRef, list[str]] = {}
-        for ref, node in self._pods.values():
-            out.setdefault(ref, []).append(node)
-        return out
+        return by_workload(self._pods.values())
 
     # --- prometheus_client ---------------------------------------------------------------
     def describe(self) -> Iterator[Metric]:
@@ -136,23 +133,19 @@ class WorkloadSpans(Collector):
         ).run()
 
     def _listed(self, snapshot: Snapshot) -> None:
-        pods: dict[str, tuple[WorkloadRef, str]] = {}
-        for item in snapshot.items:
-            ref, node = workload_of(item), placed_on(item)
-            if ref is not None and node is not None:
-                pods[_key(item)] = (ref, node)
+        pods = {_key(item): p for item in snapshot.items if (p := placement(item)) is not None}
         self._pods = pods
         self.ready = True
         self.lists += 1
         logger.info(
             "workload spans: listed pods",
-            extra={"pods": len(pods), "workloads": len(self.placed())},
+            extra={"pods": len(pods), "workloads": len({ref for ref, _ in pods.values()})},
         )
 
     def _changed(self, kind: str, obj: dict[str, Any]) -> None:
-        ref, node = workload_of(obj), placed_on(obj)
-        if kind == "DELETED" or ref is None or node is None:
+        placed = placement(obj)
+        if kind == "DELETED" or placed is None:
             self._pods.pop(_key(obj), None)
         else:
-            self._pods[_key(obj)] = (ref, node)
+            self._pods[_key(obj)] = placed
         self.events += 1

@@ -17,7 +17,9 @@ __all__ = [
     "LWS_GROUP_LABEL",
     "PLACED_SELECTOR",
     "WorkloadRef",
+    "by_workload",
     "placed_on",
+    "placement",
     "placements",
     "workload_of",
 ]
@@ -63,11 +65,20 @@ def placed_on(pod: Mapping[str, Any]) -> str | None:
     return node
 
 
+def placement(pod: Mapping[str, Any]) -> tuple[WorkloadRef, str] | None:
+    """(its workload, its node) for a placed pod of a workload; None for any other pod."""
+    ref, node = workload_of(pod), placed_on(pod)
+    return (ref, node) if ref is not None and node is not None else None
+
+
+def by_workload(placed: Iterable[tuple[WorkloadRef, str]]) -> dict[WorkloadRef, list[str]]:
+    """The node of each placed pod, grouped by its workload."""
+    out: dict[WorkloadRef, list[str]] = {}
+    for ref, node in placed:
+        out.setdefault(ref, []).append(node)
+    return out
+
+
 def placements(pods: Iterable[Mapping[str, Any]]) -> dict[WorkloadRef, list[str]]:
     """The node of each placed pod, by workload; pods of no workload are left out."""
-    out: dict[WorkloadRef, list[str]] = {}
-    for pod in pods:
-        ref, node = workload_of(pod), placed_on(pod)
-        if ref is not None and node is not None:
-            out.setdefault(ref, []).append(node)
-    return out
+    return by_workload(p for pod in pods if (p := placement(pod)) is not None)
