@@ -18,7 +18,7 @@ import base64
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings, Mutation
@@ -40,6 +40,7 @@ from webhook.warnings.fit import fit_text
 from webhook.warnings.kinds import Fitted, WarningKind
 
 __all__ = [
+    "FAILED_OPEN_WARNED",
     "Admission",
     "Admitter",
     "FitCheck",
@@ -57,7 +58,8 @@ MutateFn = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
 # (mutated pod, the policy applied or None) -> warning lines as sent, `topoplace: ` and all,
 # with their kinds (webhook/warnings/placement.py): it fits no node, or not as asked
 FitCheck = Callable[[dict[str, Any], PlacementPolicy | None], list[Fitted]]
-_INTERNAL = (WarningKind.INTERNAL_ERROR,)
+# The one warning of an answer that failed open (here, the workload admitter, the handler).
+FAILED_OPEN_WARNED: Final = (WarningKind.INTERNAL_ERROR,)
 
 _EMPTY = PolicySet()
 
@@ -150,7 +152,9 @@ class PolicyAdmitter:
             )
             warning = f"internal error applying policy {policy!r}; pod admitted unchanged"
             review = build_response(uid, warnings=[warning])
-            return Admission(review, "failed_open", policy, 0, name, namespace, warned=_INTERNAL)
+            return Admission(
+                review, "failed_open", policy, 0, name, namespace, warned=FAILED_OPEN_WARNED
+            )
 
     def _fit_warnings(self, mutation: Mutation, policies: PolicySet) -> list[Fitted]:
         """The placement warnings; a failure here only loses them, never the pod."""

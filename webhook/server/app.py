@@ -27,7 +27,14 @@ from common.logsetup import log_fields
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.scheduler.service import NumaScheduling
-from webhook.server.admission import Admission, Admitter, MutateFn, PolicyAdmitter, build_response
+from webhook.server.admission import (
+    FAILED_OPEN_WARNED,
+    Admission,
+    Admitter,
+    MutateFn,
+    PolicyAdmitter,
+    build_response,
+)
 from webhook.server.answer_cache import CachedAdmitter
 from webhook.server.cert_expiry import CertificateExpiry
 from webhook.server.metrics import WebhookMetrics, serve_metrics
@@ -38,7 +45,6 @@ from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
 from webhook.server.workload_admission import WorkloadAdmitter
 from webhook.spans.watch import WorkloadSpans
-from webhook.warnings.kinds import WarningKind
 from webhook.warnings.placement import PlacementWarnings
 
 __all__ = [
@@ -163,7 +169,7 @@ async def _admit(request: web.Request, state: WebhookState) -> web.Response:
             review_out,
             "failed_open",
             namespace=review.namespace,
-            warned=(WarningKind.INTERNAL_ERROR,),
+            warned=FAILED_OPEN_WARNED,
         )
     payload = admission.payload or jsonio.dumps(admission.review)
     elapsed = time.perf_counter() - started

@@ -18,7 +18,14 @@ from typing import Any
 
 from webhook.engine.mutation import EngineSettings
 from webhook.policy.loader import PolicySet
-from webhook.server.admission import Admission, Admitter, Outcome, build_response, engine_kinds
+from webhook.server.admission import (
+    FAILED_OPEN_WARNED,
+    Admission,
+    Admitter,
+    Outcome,
+    build_response,
+    engine_kinds,
+)
 from webhook.server.review import ReviewRequest
 from webhook.warnings.kinds import WarningKind
 from webhook.workloads.mutation import WORKLOAD_KINDS, mutate_workload
@@ -80,8 +87,9 @@ class WorkloadAdmitter:
             )
             warning = f"internal error applying a placement policy to {label}; admitted unchanged"
             review = build_response(uid, warnings=[warning])
-            internal = (WarningKind.INTERNAL_ERROR,)
-            return Admission(review, "failed_open", None, 0, label, namespace, warned=internal)
+            return Admission(
+                review, "failed_open", None, 0, label, namespace, warned=FAILED_OPEN_WARNED
+            )
         warned = engine_kinds(result.warnings)
         if result.templates == 0:  # nothing opted in (or nothing readable did)
             review = build_response(uid, warnings=result.warnings)
