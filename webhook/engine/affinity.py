@@ -2,31 +2,42 @@
 
 Required expressions go into EVERY existing nodeSelectorTerm: terms are ORed, so adding to
 only one would let the others schedule anywhere. The user's own terms are never dropped.
-Where the policy lets the pod meet kubelets that align (`restricted`, `single-numa-node`),
-the node shapes whose kubelet admits it come as ORed alternatives
-(webhook/topology/shapes.py): each user term is then repeated once per alternative.
+Whenever the kubelet aligns something of the mutated pod (its devices, or the CPUs and
+memory of a Guaranteed pod), the node shapes whose kubelet admits it come as ORed
+alternatives (webhook/topology/shapes.py), under the policies the policy lists, or under
+every policy when it lists none (so a pod we made Guaranteed is never bound where its
+kubelet must refuse it): each user term is repeated once per alternative, and the result is
+written in its smallest equivalent form (webhook/topology/filters/minimal.py).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook.engine.patch import clone
-from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, Dataset, Placement
+from webhook.policy.model import (
+    REFUSING_TOPOLOGY_POLICIES,
+    TOPOLOGY_MANAGER_POLICIES,
+    Dataset,
+    Placement,
+)
 from webhook.topology.admission import PodUnits
+from webhook.topology.filters.minimal import minimal_terms
 from webhook.topology.shapes import SHAPE_LABELS, admitting_terms
 
 __all__ = [
     "NumaRequest",
+    "ShapeArgs",
     "add_preferred",
     "add_required",
-    "aligning_listed",
     "dataset_preferences",
     "kubelet_terms",
     "numa_request",
     "required_expressions",
+    "shape_args",
 ]
 
 Expression = dict[str, Any]
@@ -46,19 +57,40 @@ def numa_request(units: PodUnits) -> NumaRequest:
     return NumaRequest(-(-amounts.get("cpu", 0) // 1000), -(-amounts.get("memory", 0) // _GIB))
 
 
-def kubelet_terms(
-    placement: Placement, units: PodUnits, gpu_resource: str
-) -> Sequence[Sequence[Expression]] | None:
-    """The ORed node shapes whose kubelet admits the pod, when the policy lets it meet
-    aligning kubelets; None otherwise (nothing to add)."""
-    listed = aligning_listed(placement)
-    return admitting_terms(units.pod, units.container, listed, gpu_resource) if listed else None
+class ShapeArgs(NamedTuple):
+    """How the kubelet-shape terms are asked for (admitting_terms' arguments)."""
+
+    policies: tuple[str, ...]
+    open: bool  # the policy lists no Topology Manager policy: every node not refusing stays
+    single: bool  # the policy's singleNumaNode, held per unit of each scope
 
 
-def aligning_listed(placement: Placement) -> tuple[str, ...]:
-    """The policy's topologyManagerPolicies when they name one that aligns, else ()."""
+def shape_args(placement: Placement, units: PodUnits, gpus: int) -> ShapeArgs | None:
+    """The kubelet-shape terms this pod gets, or None (nothing to add): when the policy lists
+    an aligning Topology Manager policy, or lists none and the kubelet aligns something of
+    the pod (our own Guaranteed requests must not get it refused). singleNumaNode counts
+    only for a pod with GPUs, as in required_expressions."""
     listed = tuple(placement.topology_manager_policies or ())
-    return listed if any(p in REFUSING_TOPOLOGY_POLICIES for p in listed) else ()
+    single = placement.single_numa_node and gpus > 0
+    if listed:
+        if not any(p in REFUSING_TOPOLOGY_POLICIES for p in listed):
+            return None
+        return ShapeArgs(listed, False, single)
+    if not units.pod:
+        return None
+    return ShapeArgs(TOPOLOGY_MANAGER_POLICIES, True, single)
+
+
+def kubelet_terms(
+    args: ShapeArgs | None, units: PodUnits, gpu_resource: str
+) -> Sequence[Sequence[Expression]] | None:
+    """The ORed node shapes whose kubelet admits the pod; None when there are none to add."""
+    if args is None:
+        return None
+    return admitting_terms(
+        units.pod, units.container, args.policies, gpu_resource, open_=args.open,
+        single=args.single,
+    )  # fmt: skip
 
 
 def required_expressions(
@@ -72,9 +104,10 @@ def required_expressions(
 ) -> list[Expression]:
     """Match expressions on the agent's node labels for this placement and GPU count.
 
-    `numa` is what the pod asks one NUMA node to hold (workers.numa_request of the mutated
-    spec): with singleNumaNode, a node whose largest NUMA node has fewer CPUs or less memory
-    is excluded, since its kubelet would refuse the pod with TopologyAffinityError.
+    `numa` is what the pod asks one NUMA node to hold (numa_request of the mutated spec),
+    given when no kubelet-shape terms hold it per scope: with singleNumaNode, a node whose
+    largest NUMA node has fewer CPUs or less memory is excluded, since its kubelet would
+    refuse the pod with TopologyAffinityError.
     `devices=False` leaves out the GPU/NIC terms (link, pairs, single NUMA node): DRA claims
     enforce those per device, and the node-wide labels would only narrow the choice.
     `shaped`: kubelet_terms name the Topology Manager policies, so no expression here does."""
@@ -172,7 +205,27 @@ def add_required(
             extra = alt if keys.isdisjoint(have) else [e for e in alt if _key(e) not in have]
             extra = extra if share else list(map(clone, extra))
             out.append({**term, "matchExpressions": [*existing, *extra]})
-    required["nodeSelectorTerms"] = out
+    required["nodeSelectorTerms"] = _minimal(out)
+
+
+# Minimal forms by the terms' JSON: pods of one policy and size write the same terms. The
+# form is kept as text and read anew: no two pods, and no two terms, share an object (the
+# API server's JSON never does, and an RFC 6902 patch applied in memory must not reach the
+# same object twice).
+_MINIMAL: dict[str, str] = {}
+_MINIMAL_MAX = 1024
+
+
+def _minimal(terms: list[Any]) -> list[Any]:
+    key = json.dumps(terms, separators=(",", ":"))
+    found = _MINIMAL.get(key)
+    if found is None:
+        small = minimal_terms(terms)
+        if len(_MINIMAL) >= _MINIMAL_MAX:
+            _MINIMAL.clear()
+        found = _MINIMAL[key] = key if small == terms else json.dumps(small, separators=(",", ":"))
+    loaded: list[Any] = json.loads(found)
+    return loaded
 
 
 def _cores(terms: list[Any], ours: set[Any]) -> list[Any]:

@@ -16,11 +16,11 @@ from typing import Any
 from webhook.engine.affinity import (
     add_preferred,
     add_required,
-    aligning_listed,
     dataset_preferences,
     kubelet_terms,
     numa_request,
     required_expressions,
+    shape_args,
 )
 from webhook.engine.datasets import add_datasets
 from webhook.engine.dra import claimed_workers, plan_dra, rewrite
@@ -28,7 +28,7 @@ from webhook.engine.env import add_env
 from webhook.engine.launcher import bind_numa
 from webhook.engine.mutation import EngineSettings, Mutation
 from webhook.engine.patch import clone, json_diff
-from webhook.engine.pod_shape import check_spec, mapping
+from webhook.engine.pod_shape import bounds_problem, check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
 from webhook.engine.scheduler import set_scheduler
 from webhook.engine.together import lone_pod_warning
@@ -74,6 +74,11 @@ def mutate(
     # The steps are idempotent, so an unchanged pod still gets an empty patch.
     applied = f"{name}@{policies.hash_of(name)}"
     check_spec(pod.get("spec"))
+    beyond = bounds_problem(pod["spec"])
+    if beyond is not None:
+        # Answered at once: past the bounds the cost would follow the pod's numbers.
+        warning = f"{beyond} (Topoplace's bound, docs/policies.md#bounds); pod admitted unchanged"
+        return Mutation(pod=pod, warnings=[warning], policy=name)
     new = _working_copy(pod)
     warnings: list[str] = []
     denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, warnings)
@@ -157,10 +162,11 @@ def _apply(
     # What the kubelet aligns, from the resources just set: singleNumaNode's one NUMA node,
     # and the node shapes whose kubelet admits the pod.
     placement = rules.placement
-    aligning = bool(aligning_listed(placement))
-    units = pod_units(spec) if placement.single_numa_node or aligning else None
-    numa = numa_request(units) if units is not None and placement.single_numa_node else None
-    shapes = kubelet_terms(placement, units, rules.gpu_resource) if units is not None else None
+    units = pod_units(spec)
+    args = shape_args(placement, units, gpus)
+    # singleNumaNode's CPUs and memory: per scope in the shapes when there are shapes.
+    numa = numa_request(units) if placement.single_numa_node and args is None else None
+    shapes = kubelet_terms(args, units, rules.gpu_resource)
     exprs = required_expressions(
         rules.placement,
         gpus=gpus,

@@ -1,11 +1,12 @@
-"""The checks one pod makes on a node, in the order `explain` reports the first failure.
-
-Topology first, because that is what Topoplace wrote and what users ask about: the agent's
-labels being there at all, then each of the policy's own required expressions in the
-policy's order (as webhook/engine/affinity.py builds them), then the rest of the pod's node
-affinity and nodeSelector, the node being cordoned, taints, and resources (the GPU resource
-first). kube-scheduler runs the same filters in another order; whether a node fits is the
-same either way, only which failure is named first differs.
+"""The checks one pod makes on a node, in the order `explain` reports the first failure:
+kube-scheduler's default filter order (pkg/scheduler/apis/config/v1/default_plugins.go), so
+explain's first reason names the plugin the pod's FailedScheduling event names for that node:
+NodeUnschedulable (cordoned), NodeName, TaintToleration, NodeAffinity (here: the agent's
+labels being there at all, each of the policy's own required expressions in the policy's
+order as webhook/engine/affinity.py builds them, the kubelet-shape terms, then the rest of
+the pod's node affinity and nodeSelector: the scheduler reports all of them as one), then
+NodeResourcesFit (the GPU resource first), and last the kubelet's own admission, once the
+scheduler would have bound the pod there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from common.vocabulary import LABEL_PREFIX, Label
-from webhook.engine.affinity import aligning_listed, numa_request, required_expressions
+from webhook.engine.affinity import numa_request, required_expressions, shape_args
 from webhook.policy.model import PlacementPolicy
 from webhook.topology.admission import PodUnits, pod_units
 from webhook.topology.filters.selectors import (
@@ -89,20 +90,22 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
     gpu_resource = policy.spec.gpu_resource if policy is not None else "nvidia.com/gpu"
     gpus = pod_gpus(spec, gpu_resource)  # type: ignore[arg-type]
-    checks: list[Check] = []
+    tolerations = parse_tolerations(spec)
+    checks: list[Check] = [Check("cordon", "cordoned", tolerations=tolerations)]
     node_name = spec.get("nodeName")
     if isinstance(node_name, str) and node_name:
         checks.append(Check("name", "spec.nodeName", node_name=node_name))
+    checks.append(Check("taints", "taints", tolerations=tolerations))
     units = pod_units(spec)
     if policy is not None:
         placement = policy.spec.placement
         # As webhook/engine/recipe.py asks it, so the two cannot disagree.
-        numa = numa_request(units) if placement.single_numa_node else None
-        listed = aligning_listed(placement)
+        args = shape_args(placement, units, gpus)
+        numa = numa_request(units) if placement.single_numa_node and args is None else None
         # The policy words checked on their own too (the kubelet-shape terms imply them):
         # "topology-manager-policy single-numa-node; policy needs restricted" says more.
         ours = required_expressions(placement, gpus=gpus, warnings=[], numa=numa)
-        if ours or listed:
+        if ours or (args is not None and not args.open):
             checks.append(Check("agent", "topoplace labels"))
         needs = {
             Label.MAX_CPUS_PER_NUMA_NODE: numa.cpus if numa else 0,
@@ -112,9 +115,10 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
             req = parse_requirement(expr)
             need = needs.get(req.key, gpus)
             checks.append(Check("policy", short_key(req.key), requirement=req, need=need))
-        if listed:
+        if args is not None:
             # The same terms the engine wrote (kubelet_terms), parsed once per pod shape.
-            terms = parsed_terms(units.pod, units.container, listed, gpu_resource)
+            terms = parsed_terms(units.pod, units.container, args.policies, gpu_resource,
+                                 args.open, args.single)  # fmt: skip
             checks.append(Check("shape", SHAPE_CHECK, terms=terms))
     terms = parse_required(spec)
     if terms is not None:
@@ -122,9 +126,6 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     selector = node_selector(spec)
     if selector:
         checks.append(Check("selector", "nodeSelector", selector=tuple(selector.items())))
-    tolerations = parse_tolerations(spec)
-    checks.append(Check("cordon", "cordoned", tolerations=tolerations))
-    checks.append(Check("taints", "taints", tolerations=tolerations))
     requests = pod_requests(spec)
     rdma = policy.spec.resources.rdma.resource if policy and policy.spec.resources.rdma else ""
     first = [r for r in (gpu_resource, rdma, "cpu", "memory", "ephemeral-storage") if r]

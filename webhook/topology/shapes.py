@@ -30,7 +30,7 @@ from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES
 from webhook.topology.filters.selectors import Term, parse_requirement
 from webhook.topology.requests import Unit
 
-__all__ = ["SHAPE_LABELS", "admitting_terms", "parsed_terms"]
+__all__ = ["MAX_NUMA_SPAN", "MAX_SHAPES", "SHAPE_LABELS", "admitting_terms", "parsed_terms"]
 
 _GIB = 2**30
 # The labels the terms are written on: the webhook owns what a pod's terms say on them.
@@ -38,6 +38,13 @@ SHAPE_LABELS = frozenset({
     Label.TOPOLOGY_MANAGER_POLICY, Label.TOPOLOGY_MANAGER_SCOPE, Label.MAX_GPUS_PER_NUMA_NODE,
     Label.MAX_CPUS_PER_NUMA_NODE, Label.MAX_MEMORY_GIB_PER_NUMA_NODE, Label.NUMA_NODES,
 })  # fmt: skip
+# The most NUMA nodes one unit's band is written for (restricted's k): beyond, a node's
+# kubelet would need more than any machine has (the Topology Manager is off past
+# max-allowable-numa-nodes, 8 by default), and the terms would grow with the pod's numbers.
+MAX_NUMA_SPAN = 64
+# The most shapes kept per policy and scope: past it (containers asking differently shaped
+# amounts), the rest are left out, so the pod may wait where it could run, never the reverse.
+MAX_SHAPES = 64
 Ranges = dict[str, tuple[int, int | None]]  # label -> (lowest, highest or None) allowed
 Expression = dict[str, Any]
 
@@ -67,7 +74,7 @@ def _options(needs: dict[str, int], policy: str) -> list[Ranges]:
     if len(needs) <= 1:
         return [{}]  # one aligned resource always agrees with itself
     options = []
-    for k in range(1, min(needs.values()) + 1):
+    for k in range(1, min(*needs.values(), MAX_NUMA_SPAN) + 1):
         ranges: Ranges = {label: _width_range(need, k) for label, need in needs.items()}
         if all(hi is None or lo <= hi for lo, hi in ranges.values()):
             if k > 1:
@@ -94,7 +101,7 @@ def _unit_ranges(units: Sequence[Unit], gpu_resource: str, policy: str) -> list[
     for unit in units:
         options = _options(_needs(unit, gpu_resource), policy)
         merged = (_meet(a, b) for a, b in itertools.product(combined, options))
-        combined = _unique(m for m in merged if m is not None)
+        combined = _unique(m for m in merged if m is not None)[:MAX_SHAPES]
     return combined
 
 
@@ -127,17 +134,27 @@ Words = tuple[tuple[str, str], ...]
 
 @functools.lru_cache(maxsize=1024)
 def _terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[str, ...],
-           gpu_resource: str) -> tuple[tuple[Expression, ...], ...]:  # fmt: skip
+           gpu_resource: str, open_: bool = False,
+           single: bool = False) -> tuple[tuple[Expression, ...], ...]:  # fmt: skip
     out: list[list[Expression]] = []
+    units = {"pod": pod, "container": container}
     calm = [p for p in policies if p not in REFUSING_TOPOLOGY_POLICIES]
     if calm:
-        out.append([{"key": Label.TOPOLOGY_MANAGER_POLICY, "operator": "In", "values": calm}])
+        # Open: every node whose kubelet does not refuse, whatever else its label says
+        # (absent, or a policy the model does not know).
+        operator, values = ("NotIn", list(REFUSING_TOPOLOGY_POLICIES)) if open_ else ("In", calm)
+        word = {"key": Label.TOPOLOGY_MANAGER_POLICY, "operator": operator, "values": values}
+        # singleNumaNode on a kubelet that does not align: one NUMA node holds the pod.
+        for ranges in _single(pod, gpu_resource) if single else [{}]:
+            out.append([word, *_expressions((), ranges)])
     # Each (words, ranges) once, with every aligning policy it holds for: single-numa-node's
     # terms are restricted's one-NUMA-node terms, so both share them.
     shared: dict[str, list[str]] = {}
     for policy in (p for p in policies if p in REFUSING_TOPOLOGY_POLICIES):
-        by_scope = {s: _unit_ranges(u, gpu_resource, policy) for s, u in
-                    (("pod", pod), ("container", container))}  # fmt: skip
+        by_scope = {
+            scope: _with_single(_unit_ranges(u, gpu_resource, policy), u, gpu_resource, single)
+            for scope, u in units.items()
+        }
         # The scope named only where it changes the answer: fewer terms, no label required
         # that the kubelet's decision does not read.
         found: dict[Words, list[Ranges]] = (
@@ -158,18 +175,41 @@ def _terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[s
     return tuple(tuple(term) for term in out)
 
 
+def _single(units: tuple[Unit, ...], gpu_resource: str) -> list[Ranges]:
+    return _unit_ranges(units, gpu_resource, "single-numa-node")
+
+
+def _with_single(options: list[Ranges], units: tuple[Unit, ...], gpu_resource: str,
+                 single: bool) -> list[Ranges]:  # fmt: skip
+    """`options` held to one NUMA node per unit of this scope (the policy's singleNumaNode:
+    under scope container each container's own needs, not the pod's)."""
+    if not single:
+        return options
+    one = _single(units, gpu_resource)
+    return _unique(m for a in options for b in one if (m := _meet(a, b)) is not None)
+
+
 def admitting_terms(
-    pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: Sequence[str], gpu_resource: str
+    pod: tuple[Unit, ...],
+    container: tuple[Unit, ...],
+    policies: Sequence[str],
+    gpu_resource: str,
+    *,
+    open_: bool = False,
+    single: bool = False,
 ) -> tuple[tuple[Expression, ...], ...]:
     """ORed node selector requirements: the node shapes whose kubelet, under one of `policies`,
     admits a pod with these aligned units (scope pod / scope container) on an idle node.
+    `open_`: the policy names no Topology Manager policy, so nodes under any other (or none
+    known) stay allowed; `single`: the policy's singleNumaNode, per unit of each scope.
     Shared between calls (every pod of a Job asks the same): read them, never change them."""
-    return _terms(pod, container, tuple(policies), gpu_resource)
+    return _terms(pod, container, tuple(policies), gpu_resource, open_, single)
 
 
 @functools.lru_cache(maxsize=1024)
 def parsed_terms(pod: tuple[Unit, ...], container: tuple[Unit, ...], policies: tuple[str, ...],
-                 gpu_resource: str) -> tuple[Term, ...]:  # fmt: skip
+                 gpu_resource: str, open_: bool = False,
+                 single: bool = False) -> tuple[Term, ...]:  # fmt: skip
     """admitting_terms as the filter rules read them (explain's check, the node index)."""
-    terms = _terms(pod, container, policies, gpu_resource)
+    terms = _terms(pod, container, policies, gpu_resource, open_, single)
     return tuple(Term(tuple(map(parse_requirement, t)), ()) for t in terms)

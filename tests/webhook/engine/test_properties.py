@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from tests.webhook.builders import SETTINGS, policy_doc, write_yaml
 from tests.webhook.strategies import container, pods
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet, load_policy_dir
+from webhook.topology.filters.selectors import parse_required, term_matches
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 FULL = policy_doc(
@@ -75,6 +77,32 @@ def policy_set(tmp_path_factory: pytest.TempPathFactory) -> PolicySet:
     directory: Path = tmp_path_factory.mktemp("policies")
     write_yaml(directory / "p.yaml", FULL, NAMED, BARE, DRA)
     return load_policy_dir(directory)
+
+
+def matches(terms: list[dict[str, Any]], labels: dict[str, str]) -> bool:
+    required = {"nodeSelectorTerms": terms}
+    parsed = parse_required(
+        {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}
+    )
+    return any(term_matches(t, labels, "node-7") for t in parsed or ())
+
+
+def label_sets(terms: list[dict[str, Any]], seed: int, count: int = 64) -> list[dict[str, str]]:
+    """Label sets made of the keys and values the terms name (and integers around them)."""
+    rng = random.Random(seed)
+    values: dict[str, list[str]] = {}
+    for term in terms:
+        for e in term.get("matchExpressions") or ():
+            found = values.setdefault(e["key"], [])
+            for v in e.get("values") or ():
+                found.append(v)
+                if v.lstrip("-").isdigit():
+                    found += [str(int(v) - 1), str(int(v) + 1)]
+    out = []
+    for _ in range(count):
+        out.append({k: rng.choice([*vs, "other"]) for k, vs in values.items()
+                    if rng.random() < 0.8})  # fmt: skip
+    return out
 
 
 def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -151,18 +179,12 @@ def test_user_data_is_preserved(policy_set, pod):
     key = "requiredDuringSchedulingIgnoredDuringExecution"
     old_terms = old_aff.get(key, {}).get("nodeSelectorTerms", [])
     new_terms = new_aff.get(key, {}).get("nodeSelectorTerms", [])
-    if len(new_terms) != max(len(old_terms), 1 if new_terms else 0):
-        # Kubelet-shape alternatives: each distinct user term once (a repeat of an ORed term
-        # says nothing), then once per alternative.
-        old_terms = [t for i, t in enumerate(old_terms) if t not in old_terms[:i]]
-    # Each user term is kept, once per kubelet-shape alternative when the policy has them.
-    per = len(new_terms) // max(len(old_terms), 1)
-    assert len(new_terms) == per * max(len(old_terms), 1 if new_terms else 0)
-    for i, old in enumerate(old_terms):
-        for new in new_terms[i * per : (i + 1) * per]:
-            assert new.get("matchFields") == old.get("matchFields")
-            old_exprs = old.get("matchExpressions", [])
-            assert new.get("matchExpressions", [])[: len(old_exprs)] == old_exprs
+    # The user's terms keep their meaning: a node the result matches, they match too (the
+    # result is their minimal form with the policy's requirements added).
+    if old_terms:
+        for labels in label_sets(old_terms + new_terms, seed=len(str(pod))):
+            if matches(new_terms, labels):
+                assert matches(old_terms, labels), (labels, old_terms, new_terms)
     pref = "preferredDuringSchedulingIgnoredDuringExecution"
     old_pref = old_aff.get(pref, [])
     assert new_aff.get(pref, [])[: len(old_pref)] == old_pref
