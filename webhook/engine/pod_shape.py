@@ -7,9 +7,23 @@ step reads or edits is checked here for its JSON type, so a wrong type becomes a
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
-__all__ = ["InvalidPod", "check_spec", "mapping"]
+from webhook.policy.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_CONTAINERS",
+    "MAX_CPU_CORES",
+    "MAX_DEVICES",
+    "MAX_EXPRESSIONS",
+    "MAX_TERMS",
+    "InvalidPod",
+    "bounds_problem",
+    "check_spec",
+    "mapping",
+]
 
 
 class InvalidPod(ValueError):
@@ -92,3 +106,76 @@ def _container_fields(container: dict[str, Any], where: str) -> None:
         amounts = mapping(resources.get(key), f"{where}.resources.{key}")
         if not all(isinstance(v, str | int | float) for v in amounts.values()):
             raise InvalidPod(f"{where}.resources.{key} values must be quantities")
+
+
+# The bounds on what a pod may ask, beyond which it is admitted unchanged with a warning
+# (docs/policies.md "Bounds"): no node holds more, and past them the cost of the node shapes,
+# the numbers and the patch would grow with the input instead of the fleet.
+MAX_DEVICES = 1024  # of one extended resource (GPUs, NICs) per pod
+MAX_CPU_CORES = 16384
+MAX_BYTES = 2**50  # 1 PiB of memory or hugepages; ephemeral-storage likewise
+MAX_CONTAINERS = 128  # init and app containers together
+# The user's required node affinity: each term is repeated once per kubelet shape, so its
+# size multiplies the patch.
+MAX_TERMS = 64
+MAX_EXPRESSIONS = 64  # per term
+
+
+def bounds_problem(spec: dict[str, Any]) -> str | None:
+    """The first field of a shape-checked spec beyond the bounds, in words; None if within."""
+    count = sum(len(spec.get(k) or ()) for k in ("containers", "initContainers"))
+    if count > MAX_CONTAINERS:
+        return f"{count} containers, more than {MAX_CONTAINERS}"
+    if not spec.get("containers"):
+        return "spec.containers is empty"
+    return _affinity_problem(spec) or _resources_problem(spec)
+
+
+def _affinity_problem(spec: dict[str, Any]) -> str | None:
+    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+        "nodeSelectorTerms"
+    ) or ()
+    if len(terms) > MAX_TERMS:
+        return f"{len(terms)} required nodeSelectorTerms, more than {MAX_TERMS}"
+    for i, term in enumerate(terms):
+        if len(term.get("matchExpressions") or ()) > MAX_EXPRESSIONS:
+            return f"nodeSelectorTerms[{i}] has more than {MAX_EXPRESSIONS} matchExpressions"
+    return None
+
+
+def _resources_problem(spec: dict[str, Any]) -> str | None:
+    sums: dict[str, Decimal] = {}
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or ()):
+            resources = container.get("resources") or {}
+            for part in ("limits", "requests"):
+                for name, value in (resources.get(part) or {}).items():
+                    where = f"spec.{key}[{i}].resources.{part}[{name}]"
+                    problem = _beyond(str(name), value, where)
+                    if problem is not None:
+                        return problem
+                    if part == "limits" and "/" in str(name):
+                        sums[name] = sums.get(name, Decimal(0)) + parse_quantity(value)
+    for name, total in sums.items():
+        if total > MAX_DEVICES:
+            return f"{total:f} {name} in all containers, more than {MAX_DEVICES} per pod"
+    return None
+
+
+def _beyond(name: str, value: Any, where: str) -> str | None:
+    try:
+        amount = parse_quantity(value)
+    except (QuantityError, ArithmeticError):
+        return f"{where} {str(value)[:32]!r} is not a quantity"
+    if not amount.is_finite():
+        return f"{where} {str(value)[:32]!r} is not finite"
+    if "/" in name:
+        bound, shown = Decimal(MAX_DEVICES), str(MAX_DEVICES)
+    elif name == "cpu":
+        bound, shown = Decimal(MAX_CPU_CORES), f"{MAX_CPU_CORES} CPUs"
+    else:
+        bound, shown = Decimal(MAX_BYTES), "1Pi"
+    if amount > bound:
+        return f"{where} {str(value)[:32]!r} is more than {shown}"
+    return None

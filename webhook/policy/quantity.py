@@ -32,6 +32,8 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "
 _BINARY_OUT = sorted(_BINARY.items(), key=lambda kv: -kv[1])
 # Longest quantity string whose parse is cached (a real one is a few characters).
 _CACHED_CHARS = 32
+# e+NNNN: Decimal's default context holds exponents up to 999999.
+_MAX_EXPONENT_CHARS = 7
 _DECIMAL_OUT = [("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)]
 
 
@@ -70,7 +72,13 @@ def _parse(value: str | int | float | Decimal) -> Decimal:
         return number * (Decimal(1024) ** _BINARY[suffix])
     if suffix in _DECIMAL:
         return number.scaleb(_DECIMAL[suffix])
-    return number.scaleb(int(suffix[1:]))
+    if len(suffix) > _MAX_EXPONENT_CHARS:
+        # Beyond any quantity Kubernetes stores; Decimal would overflow or int() refuse.
+        raise QuantityError(f"exponent of quantity {value[:32]!r}… out of range")
+    try:
+        return number.scaleb(int(suffix[1:]))
+    except ArithmeticError as exc:
+        raise QuantityError(f"quantity {value[:32]!r} out of range") from exc
 
 
 def ceil_int(amount: Decimal) -> int:

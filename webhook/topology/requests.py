@@ -90,12 +90,22 @@ def _cached_units(name: str, value: str | int) -> int | None:
     return _convert(name, value)
 
 
+_INT64_MAX = 2**63 - 1
+_INT64_LIMIT = Decimal(_INT64_MAX)
+
+
 def _convert(name: str, value: Any) -> int | None:
     try:
         found = parse_quantity(value)
     except QuantityError:
         return None
-    return ceil_int(found * 1000) if name == "cpu" else ceil_int(found)
+    if not found.is_finite():
+        return None
+    scaled = found * 1000 if name == "cpu" else found
+    # Held to int64 as the API server's Quantity values are: a bigger number (1e999999)
+    # would cost megabytes as an int and says nothing more (the engine's bounds refuse
+    # such pods before any of this).
+    return _INT64_MAX if scaled > _INT64_LIMIT else ceil_int(scaled)
 
 
 def _amounts(raw: Any) -> Amounts:
