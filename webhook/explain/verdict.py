@@ -11,6 +11,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from common.vocabulary import Label
 from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.explain.alike import alike_key
@@ -22,7 +23,7 @@ from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred,
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
 from webhook.topology.filters.nodes import NodeView
-from webhook.topology.filters.selectors import first_failing, term_matches
+from webhook.topology.filters.selectors import first_failing, parse_int64, term_matches
 from webhook.topology.filters.tolerations import (
     NOT_READY_TAINTS,
     UNSCHEDULABLE_TAINT,
@@ -141,10 +142,25 @@ def _shape_reason(check: Check, node: NodeView, plan: PodPlan) -> str | None:
     closest = _affinity_reason(check, node, who="kubelet shape")
     if closest is None:
         return None
+    # The fact that decides it first: a node with too few GPUs needs no Topology Manager.
+    have = _node_gpus(node, plan.gpu_resource)
+    if have is not None and have < plan.gpus:
+        return (
+            f"left out by the policy's node affinity: the node has {have} "
+            f"{plan.gpu_resource}, the pod asks {plan.gpus}"
+        )
     refusal = topology_failure(check, node, plan)
     if refusal is not None:
         return f"left out by the policy's node affinity: {refusal}"
     return closest
+
+
+def _node_gpus(node: NodeView, resource: str) -> int | None:
+    """The node's GPUs: what its kubelet reports allocatable, else the agent's count."""
+    if node.resources_known and resource in node.allocatable:
+        return node.allocatable[resource]
+    counted = parse_int64(node.labels.get(Label.GPUS, "")) if Label.GPUS in node.labels else None
+    return counted
 
 
 def failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
