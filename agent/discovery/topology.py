@@ -15,7 +15,7 @@ from typing import Any
 from agent.discovery.links import Place, classify, link_rank
 from agent.discovery.matching import maximum_matching
 from agent.sources.cpu import CpuInfo, format_cpulist
-from agent.sources.kubelet import KubeletConfig
+from agent.sources.kubelet import KubeletFiles
 from agent.sources.nic import IbPort, NicInventory
 from agent.sources.nvml import NvmlInfo
 from agent.sources.pci import PciDevice, PciInventory
@@ -73,7 +73,7 @@ class Topology:
     nics: tuple[Nic, ...]
     links: tuple[tuple[str, ...], ...]  # links[gpu.index][nic.index]
     pairs: Mapping[int, int]  # gpu index -> nic index, a maximum matching over PAIRABLE_LINKS
-    kubelet: KubeletConfig = field(default_factory=KubeletConfig)
+    kubelet: KubeletFiles = field(default_factory=KubeletFiles)
     datasets: Mapping[str, str] = field(default_factory=dict)  # name -> newest complete version
     nvml_reason: str | None = None  # why NVML added nothing; None when it answered
     # RDMA device-plugin resource -> PCI addresses of the NICs it holds (from the kubelet's
@@ -164,7 +164,7 @@ def build_topology(
     pci: PciInventory,
     nics: NicInventory,
     nvml: NvmlInfo,
-    kubelet: KubeletConfig,
+    kubelet: KubeletFiles,
     datasets: Mapping[str, str],
 ) -> Topology:
     # numa_node -1 on a machine with a single NUMA node can only mean that node.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.nrt.zones import Zone
-from agent.sources.kubelet import KubeletConfig
+from agent.sources.kubelet import KubeletFiles
 from common.node_resource_topology import (
     GROUP,
     KIND,
@@ -50,7 +50,7 @@ def legacy_policy(policy: str | None, scope: str | None) -> str:
     return _LEGACY.get((policy or "none", scope or "container"), "None")
 
 
-def topology_body(node: NodeRef, zones: Sequence[Zone], kubelet: KubeletConfig) -> dict[str, Any]:
+def topology_body(node: NodeRef, zones: Sequence[Zone], kubelet: KubeletFiles) -> dict[str, Any]:
     """The whole object the agent writes; equal inputs give an equal body (no timestamps)."""
     attributes = [
         {"name": name, "value": value}

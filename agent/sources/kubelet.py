@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.kubelet_contract import CONFIG_DEFAULTS, DEFAULT_MAX_NUMA_NODES, OPTION_DEFAULTS
+
 __all__ = [
     "DEFAULTS",
     "OPTION_DEFAULTS",
-    "KubeletConfig",
+    "KubeletFiles",
     "discover",
     "dropin_files",
     "merge_patch",
@@ -30,25 +32,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# KubeletConfiguration field -> the kubelet's default when the field is absent.
-DEFAULTS: dict[str, str] = {
-    "cpuManagerPolicy": "none",
-    "topologyManagerPolicy": "none",
-    "topologyManagerScope": "container",
-    "memoryManagerPolicy": "None",
-}
-# topologyManagerPolicyOptions the kubelet knows (all GA) -> its default.
-OPTION_DEFAULTS: dict[str, str] = {
-    "prefer-closest-numa-nodes": "false",
-    "max-allowable-numa-nodes": "8",
-}
+# The kubelet's defaults, from the one kubelet contract.
+DEFAULTS = CONFIG_DEFAULTS
 _DROPIN_SUFFIX = ".conf"
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}  # Go's strconv.ParseBool, as the kubelet
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 
 
 @dataclass(frozen=True, slots=True)
-class KubeletConfig:
+class KubeletFiles:
+    """What the kubelet's config files say (strings as written, defaults filled); the
+    placement model's reading of them is webhook/topology/kubelet.py's KubeletConfig."""
+
     cpu_manager_policy: str | None = None
     topology_manager_policy: str | None = None
     topology_manager_scope: str | None = None
@@ -139,7 +134,7 @@ def _options(doc: Mapping[str, Any], where: str) -> dict[str, str | None]:
             ok = text in _TRUE or text in _FALSE
             values[name] = ("true" if text in _TRUE else "false") if ok else None
         elif name == "max-allowable-numa-nodes":
-            ok = text.lstrip("+").isdigit() and int(text) >= 8
+            ok = text.lstrip("+").isdigit() and int(text) >= DEFAULT_MAX_NUMA_NODES
             values[name] = str(int(text)) if ok else None
         else:
             log.warning("kubelet config %s: unknown topology manager option %r", where, name)
@@ -150,9 +145,9 @@ def _options(doc: Mapping[str, Any], where: str) -> dict[str, str | None]:
     return values
 
 
-def discover(config: Path | None, config_dir: Path | None = None) -> KubeletConfig:
+def discover(config: Path | None, config_dir: Path | None = None) -> KubeletFiles:
     if config is None and config_dir is None:
-        return KubeletConfig()
+        return KubeletFiles()
     where = " + ".join(str(p) for p in (config, config_dir) if p is not None)
     try:
         doc: Any = _load(config) if config is not None else {}
@@ -160,13 +155,13 @@ def discover(config: Path | None, config_dir: Path | None = None) -> KubeletConf
             doc = merge_patch(doc, _load(dropin))
     except _ConfigError as e:
         log.warning("kubelet config not read, its policies are not labelled: %s", e)
-        return KubeletConfig()
+        return KubeletFiles()
     # A field set to null is unset: the kubelet's default applies, as for an absent one.
     values = {
         f: _string(f, d if doc.get(f) is None else doc[f], where) for f, d in DEFAULTS.items()
     }
     options = _options(doc, where)
-    return KubeletConfig(
+    return KubeletFiles(
         cpu_manager_policy=values["cpuManagerPolicy"],
         topology_manager_policy=values["topologyManagerPolicy"],
         topology_manager_scope=values["topologyManagerScope"],

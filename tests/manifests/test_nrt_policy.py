@@ -12,7 +12,7 @@ import pytest
 
 from agent.nrt.body import NodeRef, topology_body
 from agent.nrt.zones import NumaFacts, compute_zones
-from agent.sources.kubelet import KubeletConfig
+from agent.sources.kubelet import KubeletFiles
 from agent.sources.podresources import Allocatable, DeviceAssignment
 from common.node_resource_topology import GROUP, KIND, PLURAL, VERSION
 from tests.manifests.rendered import render
@@ -41,7 +41,7 @@ def _body(name: str = "dgx-a") -> dict[str, Any]:
         cpu_ids=tuple(range(1, 8)),
         memory=(),
     )
-    config = KubeletConfig(topology_manager_policy="single-numa-node",
+    config = KubeletFiles(topology_manager_policy="single-numa-node",
                            topology_manager_scope="container")  # fmt: skip
     return topology_body(NodeRef(name, "uid-1"), compute_zones(facts, offered, ()), config)
 

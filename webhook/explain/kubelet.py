@@ -3,7 +3,7 @@ kube-scheduler bound it there (webhook/topology/ has the one model)."""
 
 from __future__ import annotations
 
-from common.vocabulary import Label
+from common.kubelet_contract import KUBELET_LABELS
 from webhook.explain.checks import Check, PodPlan
 from webhook.topology.admission import idle_refusal
 from webhook.topology.filters.nodes import NodeView
@@ -12,14 +12,7 @@ from webhook.topology.kubelet import config_from_labels
 __all__ = ["kubelet_note", "topology_failure", "topology_key"]
 
 # The node labels the kubelet's admission depends on (topology.kubelet reads these).
-_KUBELET_LABELS = (
-    Label.TOPOLOGY_MANAGER_POLICY,
-    Label.TOPOLOGY_MANAGER_SCOPE,
-    Label.CPU_MANAGER_POLICY,
-    Label.MEMORY_MANAGER_POLICY,
-    Label.TOPOLOGY_MANAGER_MAX_NUMA_NODES,
-    Label.TOPOLOGY_MANAGER_PREFER_CLOSEST,
-)
+_KUBELET_LABELS = KUBELET_LABELS
 
 
 def topology_failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from common.kubelet_contract import KUBELET_LABELS
 from common.vocabulary import DATASET_PREFIX, LABEL_PREFIX, Label, is_owned_key
 from webhook.topology.filters.selectors import Requirement, parse_int64
 
@@ -41,12 +42,7 @@ _GPU_COUNTS = (
     Label.GPU_NIC_PAIRS,
 )
 # Labels read from the kubelet config file: absent when the agent could not read it.
-_KUBELET = (
-    Label.CPU_MANAGER_POLICY,
-    Label.TOPOLOGY_MANAGER_POLICY,
-    Label.TOPOLOGY_MANAGER_SCOPE,
-    Label.MEMORY_MANAGER_POLICY,
-)
+_KUBELET = KUBELET_LABELS
 # Omitted by the agent when the GPUs' NUMA nodes are unknown.
 _NUMA_UNKNOWN = (Label.GPU_NUMA_NODES, Label.MAX_GPUS_PER_NUMA_NODE)
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from common.kubelet_contract import ALIGNING_POLICIES, TOPOLOGY_MANAGER_POLICIES
 from common.vocabulary import POSITION_LEVELS
 from webhook.policy.base import StrictModel as _Model
 from webhook.policy.dra import Dra, template_name_problem
@@ -61,10 +62,8 @@ API_VERSION = "topoplace.io/v1alpha1"
 KIND = "PlacementPolicy"
 # torchrun --numa-binding choices (PyTorch >= 2.8).
 NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")
-TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
-# The kubelet policies that refuse a pod its NUMA node cannot hold: what a NUMA-aware
-# scheduler exists to avoid. Under best-effort or none the pod would start anyway.
-REFUSING_TOPOLOGY_POLICIES = ("restricted", "single-numa-node")
+# The kubelet's policy names and which refuse what they cannot align: the kubelet contract's.
+REFUSING_TOPOLOGY_POLICIES = ALIGNING_POLICIES
 
 
 class Metadata(_Model):

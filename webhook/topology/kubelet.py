@@ -14,14 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from common.kubelet_contract import (
+    ALIGNING_POLICIES,
+    DEFAULT_MAX_NUMA_NODES,
+    SCOPES,
+    TOPOLOGY_MANAGER_POLICIES,
+)
 from common.vocabulary import Label
-from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, TOPOLOGY_MANAGER_POLICIES
 
 __all__ = ["KubeletConfig", "config_from_labels", "config_from_zones"]
 
 _POLICIES = frozenset(TOPOLOGY_MANAGER_POLICIES)
-_SCOPES = frozenset({"container", "pod"})
-_DEFAULT_MAX_NUMA = 8
+_SCOPES = frozenset(SCOPES)
+_DEFAULT_MAX_NUMA = DEFAULT_MAX_NUMA_NODES
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +41,7 @@ class KubeletConfig:
 
     @property
     def aligning(self) -> bool:
-        return self.policy in REFUSING_TOPOLOGY_POLICIES
+        return self.policy in ALIGNING_POLICIES
 
 
 def _unknown(policy: str | None, scope: str | None, max_numa: str | None,

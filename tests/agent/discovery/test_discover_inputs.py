@@ -46,7 +46,7 @@ def test_kubelet_fields_left_out_are_the_kubelet_defaults(tmp_path: Path) -> Non
     config = tmp_path / "config.yaml"
     config.write_text("kind: KubeletConfiguration\ncpuManagerPolicy: static\n")
     got = kubelet.discover(config)
-    assert got == kubelet.KubeletConfig("static", "none", "container", "None", "false", "8")
+    assert got == kubelet.KubeletFiles("static", "none", "container", "None", "false", "8")
 
 
 @pytest.mark.parametrize(
@@ -207,7 +207,7 @@ def test_nvml_product_names_become_a_sanitised_label(built_machine: Machine) -> 
                 pci=pci.discover(root),
                 nics=nic.discover(root),
                 nvml=nvml.NvmlInfo(gpus=gpus, driver_version="560.35.03", reason=None),
-                kubelet=kubelet.KubeletConfig(),
+                kubelet=kubelet.KubeletFiles(),
                 datasets={},
             )
         )

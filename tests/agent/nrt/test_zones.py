@@ -11,7 +11,7 @@ from agent.nrt.body import NodeRef, topology_body
 from agent.nrt.snapshot import NodeSources, numa_facts, read_body
 from agent.nrt.zones import NumaFacts, compute_zones
 from agent.sources.cpu import numa_distances
-from agent.sources.kubelet import KubeletConfig
+from agent.sources.kubelet import KubeletFiles
 from agent.sources.podresources import (
     Allocatable,
     PodResourcesError,
@@ -186,7 +186,7 @@ def test_body_as_nfd_writes_it(kubelet: FakeKubelet, tmp_path: Path) -> None:
 
 
 def test_unknown_kubelet_config_publishes_no_attributes() -> None:
-    body = topology_body(NodeRef("n", "u"), (), KubeletConfig())
+    body = topology_body(NodeRef("n", "u"), (), KubeletFiles())
     assert body["attributes"] == []
     assert body["topologyPolicies"] == ["None"]
 

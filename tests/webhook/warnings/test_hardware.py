@@ -29,7 +29,8 @@ def test_the_warning_names_the_nearest_misses_within_256_characters() -> None:
         "topoplace: no node fits placement policy single-numa-partial for 8 GPUs: "
     )
     assert "fail gpu-nic-link (NODE, PHB, absent)" in warning
-    assert "6 nodes fail max-gpus-per-numa-node (2, 4)" in warning
+    # kube-scheduler's order: the tainted node is named for its taint, not its GPUs.
+    assert "5 fail max-gpus-per-numa-node (2, 4), 1 fail taints" in warning
     assert "1 lack topoplace labels" in warning
     assert warning.endswith(EXPLAIN)
 

@@ -56,9 +56,10 @@ def _parsed(term: Term) -> list[Requirement] | None:
 
 
 def _spellings(number: int, named: set[str]) -> Iterable[str]:
-    """The number as ParseInt reads it: canonical, and one spelling no expression names."""
+    """The number as ParseInt reads it: canonical, and one spelling no expression names
+    (zero-padded, as a label value may be: `007`)."""
     yield str(number)
-    sign = "-" if number < 0 else "+"
+    sign = "-" if number < 0 else ""
     pad = "0"
     while f"{sign}{pad}{abs(number)}" in named:
         pad += "0"
