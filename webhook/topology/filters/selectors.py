@@ -5,6 +5,10 @@ package: terms are ORed and an empty term matches nothing; within a term every e
 must match (matchExpressions on labels, matchFields on `metadata.name`); a term with an
 invalid expression matches nothing. In needs the key with a listed value, NotIn matches an
 absent key, Gt/Lt need the key with a base-10 int64 value, compared with the one integer given.
+
+A matchExpressions entry is valid as labels.NewRequirement checks it: a qualified-name key,
+and every value a valid label value, the Gt/Lt operand included (so `-1` and `+1` make the
+term match nothing, while `0100` is 100). matchFields entries are not checked beyond that.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ __all__ = [
     "Requirement",
     "Term",
     "first_failing",
+    "label_key_problem",
+    "label_value_problem",
     "node_selector",
     "parse_int64",
     "parse_preferred",
@@ -34,6 +40,9 @@ OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _INT64_MAX = 2**63 - 1
+# k8s.io/apimachinery/pkg/api/validate/content: label keys (qualified names) and values.
+_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def parse_int64(text: str) -> int | None:
@@ -77,12 +86,34 @@ def _requirement(key: str, operator: str, vals: tuple[str, ...], field: bool) ->
     allowed = FIELD_OPERATORS if field else OPERATORS
     if operator not in allowed:
         return Requirement(key, operator, vals, f"operator {operator!r} not supported", field)
-    return Requirement(key, operator, vals, _problem(operator, vals, field), field)
+    return Requirement(key, operator, vals, _problem(key, operator, vals, field), field)
 
 
-def _problem(operator: str, values: tuple[str, ...], field: bool) -> str | None:
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a label key (IsLabelKey), or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
+        return f"key {key!r}: the prefix is not a DNS subdomain"
+    if len(name) > 63 or not _NAME.fullmatch(name):
+        return f"key {key!r} is not a valid label key"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why `value` is not a label value (IsLabelValue), or None."""
+    if value and (len(value) > 63 or not _NAME.fullmatch(value)):
+        return f"value {value!r} is not a valid label value"
+    return None
+
+
+def _problem(key: str, operator: str, values: tuple[str, ...], field: bool) -> str | None:
     if field:
         return None if len(values) == 1 else "matchFields need exactly one value"
+    problem = label_key_problem(key)
+    for value in values:
+        problem = problem or label_value_problem(value)
+    if problem is not None:
+        return problem
     if operator in ("In", "NotIn") and not values:
         return f"{operator} needs values"
     if operator in ("Exists", "DoesNotExist") and values:
