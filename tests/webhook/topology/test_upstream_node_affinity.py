@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.topology.upstream import APIMACHINERY, HELPERS, case, fits, node
+from tests.webhook.topology.upstream import APIMACHINERY, HELPERS, case, fits, node, plan
+from webhook.explain.verdict import evaluate
 from webhook.topology.filters.selectors import (
     parse_preferred,
     parse_required,
@@ -199,20 +200,26 @@ def test_node_selector_match_skips_invalid_terms_and_keeps_the_valid_one() -> No
     assert [term_matches(t, L1, "host_1") for t in terms] == [False, True, False]
 
 
-def test_preferred_scheduling_terms_score() -> None:
-    """PREFERRED: invalid preferences and weight 0 count for nothing; "first and third term
-    match" scores 5 + 11."""
-    spec = {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 1, "preference": {"matchFields": [name_is("host_1", "host_2")]}},
-        {"weight": 0, "preference": {"matchFields": [name_is("host_1")]}},
-        {"weight": 1, "preference": labels_term(expr("invalid key", "In", "label_value"))},
-        {"weight": 5, "preference": {"matchFields": [name_is("host_1")]}},
-        {"weight": 7, "preference": labels_term(expr("unknown_label", "In", "unknown_label_val"))},
-        {"weight": 11, "preference": L1_TERM},
-    ]}}}  # fmt: skip
+PREFERRED_CASES = [
+    case(PREFERRED, "invalid field selector but no weight, error not reported",
+         [{"weight": 0, "preference": {"matchFields": [name_is("host_1", "host_2")]}}], {}, 0),
+    case(PREFERRED, "first and third term match",
+         [{"weight": 5, "preference": {"matchFields": [name_is("host_1")]}},
+          {"weight": 7, "preference": labels_term(
+              expr("unknown_label", "In", "unknown_label_val"))},
+          {"weight": 11, "preference": L1_TERM}], L1, 16),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("preferred", "labels", "score"), PREFERRED_CASES)
+def test_preferred_scheduling_terms_score(
+    preferred: list[dict[str, Any]], labels: dict[str, str], score: int
+) -> None:
+    spec = {"affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": preferred}}}  # fmt: skip
     counted = parse_preferred(spec)
-    assert [p.weight for p in counted] == [5, 7, 11]
-    assert sum(p.weight for p in counted if term_matches(p.term, L1, "host_1")) == 16
+    assert sum(p.weight for p in counted if term_matches(p.term, labels, "host_1")) == score
+    assert evaluate(plan(spec), node("host_1", labels)).score == score  # explain's score
 
 
 REQUIREMENT_CASES = [
