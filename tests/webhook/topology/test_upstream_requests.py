@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.webhook.topology.upstream import HELPERS, case, container
-from webhook.topology.requests import pod_requests
+from webhook.topology.requests import aligned_units, pod_requests
 
 AND_LIMITS = f"{HELPERS} resource/helpers_test.go TestPodRequestsAndLimits"
 NO_OVERHEAD = f"{HELPERS} resource/helpers_test.go TestPodRequestsAndLimitsWithoutOverhead"
@@ -176,3 +176,48 @@ CASES = [
 @pytest.mark.parametrize(("pod_spec", "want"), CASES)
 def test_pod_requests(pod_spec: dict[str, Any], want: dict[str, int]) -> None:
     assert pod_requests(pod_spec) == want
+
+
+SUPPORTED = f"{HELPERS} resource/helpers_test.go TestIsSupportedPodLevelResource"
+
+
+@pytest.mark.parametrize(
+    ("resource", "supported"),
+    [case(SUPPORTED, "cpu", "cpu", True), case(SUPPORTED, "memory", "memory", True),
+     case(SUPPORTED, "ephemeral-storage", "ephemeral-storage", False),
+     case(SUPPORTED, "hugepages-2Mi", "hugepages-2Mi", True),
+     case(SUPPORTED, "hugepages-1Gi", "hugepages-1Gi", True)],
+)  # fmt: skip
+def test_only_supported_pod_level_resources_replace_the_container_sum(
+    resource: str, supported: bool
+) -> None:
+    pod_spec = spec([container({resource: "1Gi"})], pod_level={"requests": {resource: "2Gi"}})
+    units = GI if resource != "cpu" else GI * 1000
+    assert pod_requests(pod_spec)[resource] == (2 if supported else 1) * units
+
+
+SET = f"{HELPERS} resource/helpers_test.go TestIsPodLevelResourcesSet"
+
+
+@pytest.mark.parametrize(
+    ("pod_level", "is_set"),
+    [case(SET, "nil resources struct", None, False),
+     case(SET, "empty resources struct", {}, False),
+     case(SET, "only unsupported resource requests set",
+          {"requests": {"ephemeral-storage": "1Mi"}}, False),
+     case(SET, "only unsupported resource limits set",
+          {"limits": {"ephemeral-storage": "1Mi"}}, False),
+     case(SET, "unsupported and suported resources requests set",
+          {"requests": {"ephemeral-storage": "1Mi", "cpu": "1m"}}, True),
+     case(SET, "unsupported and suported resources limits set",
+          {"limits": {"ephemeral-storage": "1Mi", "cpu": "1m"}}, True)],
+)  # fmt: skip
+def test_pod_level_resources_set_only_with_a_supported_resource(
+    pod_level: dict[str, dict[str, Any]] | None, is_set: bool
+) -> None:
+    """Seen where it matters: a Guaranteed pod's whole CPUs get the static CPU manager's
+    NUMA hints only without pod-level resources (aligned_units)."""
+    whole = {"cpu": 4, "memory": "1Gi"}
+    pod_spec = spec([limited(whole, whole)], pod_level=pod_level)
+    pod_unit, _ = aligned_units(pod_spec)
+    assert ("cpu" in pod_unit[0].amounts if pod_unit else False) is not is_set
