@@ -19,14 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from common.k8s_names import label_key_problem, label_value_problem
+
 __all__ = [
     "OPERATORS",
     "PreferredTerm",
     "Requirement",
     "Term",
     "first_failing",
-    "label_key_problem",
-    "label_value_problem",
     "node_selector",
     "parse_int64",
     "parse_preferred",
@@ -40,9 +40,6 @@ OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _INT64_MAX = 2**63 - 1
-# k8s.io/apimachinery/pkg/api/validate/content: label keys (qualified names) and values.
-_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def parse_int64(text: str) -> int | None:
@@ -89,29 +86,12 @@ def _requirement(key: str, operator: str, vals: tuple[str, ...], field: bool) ->
     return Requirement(key, operator, vals, _problem(key, operator, vals, field), field)
 
 
-def label_key_problem(key: str) -> str | None:
-    """Why `key` is not a label key (IsLabelKey), or None."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
-        return f"key {key!r}: the prefix is not a DNS subdomain"
-    if len(name) > 63 or not _NAME.fullmatch(name):
-        return f"key {key!r} is not a valid label key"
-    return None
-
-
-def label_value_problem(value: str) -> str | None:
-    """Why `value` is not a label value (IsLabelValue), or None."""
-    if value and (len(value) > 63 or not _NAME.fullmatch(value)):
-        return f"value {value!r} is not a valid label value"
-    return None
-
-
 def _problem(key: str, operator: str, values: tuple[str, ...], field: bool) -> str | None:
     if field:
         return None if len(values) == 1 else "matchFields need exactly one value"
-    problem = label_key_problem(key)
-    for value in values:
-        problem = problem or label_value_problem(value)
+    # labels.NewRequirement's checks. The API server refuses such values in new pods since
+    # v1.33; pods stored before, and the templates explain reads, can still carry them.
+    problem = label_key_problem(key) or next(filter(None, map(label_value_problem, values)), None)
     if problem is not None:
         return problem
     if operator in ("In", "NotIn") and not values:
