@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.webhook.topology.upstream import API, APIMACHINERY, HELPERS, SCHEDULER, case, fits, node
+from webhook.topology.filters.nodes import NodeView
 from webhook.topology.filters.tolerations import (
     Taint,
     Toleration,
@@ -281,3 +282,21 @@ def test_taint_toleration_filter(
 def test_taint_to_string(the_taint: Taint, text: str) -> None:
     """explain names an untolerated taint as kubectl and the scheduler's events do."""
     assert str(the_taint) == text
+
+
+UNSCHEDULABLE = f"{SCHEDULER}/nodeunschedulable/node_unschedulable_test.go TestNodeUnschedulable"
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "cordoned", "want"),
+    [case(UNSCHEDULABLE, "Does not schedule pod to unschedulable node "
+          "(node.Spec.Unschedulable==true)", [], True, False),
+     case(UNSCHEDULABLE, "Schedule pod to normal node", [], False, True),
+     case(UNSCHEDULABLE, "Schedule pod with toleration to unschedulable node "
+          "(node.Spec.Unschedulable==true)",
+          [raw_tol("node.kubernetes.io/unschedulable", effect="NoSchedule")], True, True)],
+)  # fmt: skip
+def test_node_unschedulable(tolerations: list[dict[str, str]], cordoned: bool, want: bool) -> None:
+    doc = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+           "spec": {"unschedulable": cordoned}}  # fmt: skip
+    assert fits({"tolerations": tolerations}, NodeView.from_object(doc)) is want
