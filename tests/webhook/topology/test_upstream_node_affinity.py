@@ -1,8 +1,9 @@
 """kube-scheduler's node-selector and node-affinity tables, ported onto filters/selectors.py.
 
 Sources: k8s.io/component-helpers scheduling/corev1/nodeaffinity/nodeaffinity_test.go and
-scheduling/corev1/helpers_test.go (the NodeAffinity filter's matching), and the validation
-k8s.io/apimachinery pkg/labels NewRequirement applies to every matchExpressions entry.
+scheduling/corev1/helpers_test.go (the NodeAffinity filter's matching), the validation
+k8s.io/apimachinery pkg/labels NewRequirement applies to every matchExpressions entry, and
+kube-scheduler's nodename/node_name_test.go (spec.nodeName).
 """
 
 from __future__ import annotations
@@ -271,3 +272,16 @@ def test_gt_operand_is_a_parse_int_that_is_also_a_label_value(
         assert requirement_matches(req, {"n": str(number + 1)})
     if number is not None:
         assert not requirement_matches(req, {"n": str(number)})
+
+
+NODE_NAME = "kubernetes/kubernetes pkg/scheduler/framework/plugins/nodename/node_name_test.go"
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "want"),
+    [case(f"{NODE_NAME} TestNodeName", "no host specified", {}, "foo", True),
+     case(f"{NODE_NAME} TestNodeName", "host matches", {"nodeName": "foo"}, "foo", True),
+     case(f"{NODE_NAME} TestNodeName", "host doesn't match", {"nodeName": "bar"}, "foo", False)],
+)  # fmt: skip
+def test_node_name(spec: dict[str, Any], name: str, want: bool) -> None:
+    assert fits(spec, node(name)) is want

@@ -4,7 +4,8 @@ Sources: k8s.io/api core/v1 toleration_test.go and taint_test.go (ToleratesTaint
 compareNumericValues), k8s.io/apimachinery pkg/api/validate/content decimal_int_test.go (the
 canonical integer form Gt/Lt tolerations need), k8s.io/component-helpers
 scheduling/corev1/helpers_test.go (FindMatchingUntoleratedTaint) and kube-scheduler's
-tainttoleration/taint_toleration_test.go (the TaintToleration filter). The Gt/Lt cases are
+tainttoleration/taint_toleration_test.go (the TaintToleration filter) and
+nodeunschedulable/node_unschedulable_test.go (a cordoned node). The Gt/Lt cases are
 those upstream runs with the TaintTolerationComparisonOperators gate on: with it off the API
 server refuses a Gt/Lt toleration, so no such pod reaches a scheduler.
 """
