@@ -221,3 +221,38 @@ def test_pod_level_resources_set_only_with_a_supported_resource(
     pod_spec = spec([limited(whole, whole)], pod_level=pod_level)
     pod_unit, _ = aligned_units(pod_spec)
     assert ("cpu" in pod_unit[0].amounts if pod_unit else False) is not is_set
+
+
+KEP = (
+    "kubernetes/enhancements@64765b4b keps/sig-node/2837-pod-level-resource-spec "
+    "Clarifying Tricky Cases"
+)
+
+
+@pytest.mark.parametrize(
+    ("pod_spec", "want"),
+    [case(KEP, "1. Pod Limits Defined; Pod Requests & Container Specs Unspecified",
+          spec([container(), container()], pod_level={"limits": {"memory": "100Gi"}}),
+          {"memory": 100 * GI}),
+     case(KEP, "3. Pod Limit is set; Container Requests are set for both regular containers",
+          spec([container({"memory": "50Gi"}), container({"memory": "50Gi"})],
+               pod_level={"limits": {"memory": "200Gi"}}),
+          {"memory": 100 * GI}),
+     case(KEP, "6. Pod-level Limit is set; Container Requests & Limits are set for 1 regular "
+          "container", spec([limited({"memory": "50Gi"}, {"memory": "50Gi"}), container()],
+                            pod_level={"limits": {"memory": "100Gi"}}),
+          {"memory": 50 * GI}),
+     # hugepages are never overcommitted: their pod-level request is the pod-level limit
+     # (apiserver's TestPodLevelResourcesDefaults "pod-level resources hugepages-2Mi:L,
+     # container hugepages-2Mi:L" is valid only so).
+     case(KEP, "Hugepages: the pod-level limit, whatever the containers ask",
+          spec([limited({"cpu": 1, "memory": "100Mi"},
+                        {"cpu": 1, "memory": "100Mi", "hugepages-2Mi": "2Mi"})],
+               pod_level={"limits": {"cpu": 1, "memory": "100Mi", "hugepages-2Mi": "10Mi"},
+                          "requests": {"cpu": 1, "memory": "100Mi"}}),
+          {"cpu": 1000, "memory": 100 * MI, "hugepages-2Mi": 10 * MI})],
+)  # fmt: skip
+def test_pod_level_requests_default_from_the_containers_before_the_limit(
+    pod_spec: dict[str, Any], want: dict[str, int]
+) -> None:
+    assert pod_requests(pod_spec) == want
