@@ -5,7 +5,9 @@ Pod requests follow k8s.io/component-helpers/resource PodRequests: app container
 sidecars (restartable init containers) add up; each ordinary init container needs itself
 plus the sidecars started before it; the pod needs the larger of the two, per resource; then
 pod-level requests (cpu, memory, hugepages) replace the container sum, and `overhead` adds.
-A container's limit stands in for a request it does not set (the API server's defaulting).
+A container's limit stands in for a request it does not set, and a pod-level limit for a
+pod-level request only where no container asks for that resource (the API server's
+defaulting).
 Units: cpu in millicores, everything else in whole units, both rounded up as
 Quantity.MilliValue()/Value() round. Resources the scheduler does not check (names without a
 '/' other than cpu, memory, ephemeral-storage, pods, hugepages-*) are dropped.
@@ -168,18 +170,39 @@ def _pod_sum(spec: Mapping[str, Any], each: Any) -> Amounts:
     return total
 
 
-def _pod_level(spec: Mapping[str, Any]) -> Amounts:
+def _supported(found: Amounts) -> Amounts:
+    return {n: v for n, v in found.items() if n in ("cpu", "memory") or n.startswith("hugepages-")}
+
+
+def _pod_level_parts(spec: Mapping[str, Any]) -> tuple[Amounts, Amounts]:
+    """Pod-level (limits, requests), of the resources pod-level resources support."""
     level = spec.get("resources")
     if not isinstance(level, dict):
-        return {}
-    found = {**_amounts(level.get("limits")), **_amounts(level.get("requests"))}
-    return {n: v for n, v in found.items() if n in ("cpu", "memory") or n.startswith("hugepages-")}
+        return {}, {}
+    return _supported(_amounts(level.get("limits"))), _supported(_amounts(level.get("requests")))
+
+
+def _pod_level(spec: Mapping[str, Any]) -> Amounts:
+    """Whatever pod-level resources set (IsPodLevelResourcesSet: limits count too)."""
+    limits, requests = _pod_level_parts(spec)
+    return {**limits, **requests}
+
+
+def _pod_level_requests(spec: Mapping[str, Any], containers: Mapping[str, int]) -> Amounts:
+    """Pod-level requests as the API server defaults them (KEP-2837): a resource with only a
+    pod-level limit takes the containers' own requests when any container asks for it, else
+    the limit; hugepages always the limit (they are never overcommitted)."""
+    limits, requests = _pod_level_parts(spec)
+    for name, limit in limits.items():
+        if name not in requests and (name.startswith("hugepages-") or name not in containers):
+            requests[name] = limit
+    return requests
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Amounts:
     """Total requests of a pod spec as the scheduler computes them (zero amounts dropped)."""
     total = _pod_sum(spec, _container_requests)
-    total.update(_pod_level(spec))
+    total.update(_pod_level_requests(spec, total))
     _add(total, _amounts(spec.get("overhead")))
     return {name: value for name, value in total.items() if value > 0}
 

@@ -39,8 +39,7 @@ def req(key: str, op: str, *values: str) -> dict[str, Any]:
         (req("gpus", "Gt", "7"), True),
         (req("gpus", "Gt", "8"), False),
         (req("gpus", "Lt", "9"), True),
-        (req("gpus", "Lt", "+8"), False),  # ParseInt takes a sign
-        (req("gpus", "Gt", "-1"), True),
+        (req("gpus", "Gt", "07"), True),  # ParseInt reads leading zeros
         (req("odd", "Gt", "1"), False),  # a label that is no integer never compares
         (req("big", "Gt", "1"), False),  # beyond int64: ParseInt fails
         (req("absent", "Lt", "100"), False),  # Gt/Lt need the key
@@ -60,6 +59,9 @@ def test_label_requirements(expr: dict[str, Any], matches: bool) -> None:
         req("gpus", "Gt", "7", "8"),
         req("gpus", "Gt", "seven"),
         req("gpus", "Gt", "7.5"),
+        # ParseInt takes a sign, but every value must also be a label value (NewRequirement)
+        req("gpus", "Lt", "+8"),
+        req("gpus", "Gt", "-1"),
         req("zone", "Equals", "a"),
     ],
 )

@@ -5,6 +5,10 @@ package: terms are ORed and an empty term matches nothing; within a term every e
 must match (matchExpressions on labels, matchFields on `metadata.name`); a term with an
 invalid expression matches nothing. In needs the key with a listed value, NotIn matches an
 absent key, Gt/Lt need the key with a base-10 int64 value, compared with the one integer given.
+
+A matchExpressions entry is valid as labels.NewRequirement checks it: a qualified-name key,
+and every value a valid label value, the Gt/Lt operand included (so `-1` and `+1` make the
+term match nothing, while `0100` is 100). matchFields entries are not checked beyond that.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from common.k8s_names import label_key_problem, label_value_problem
 
 __all__ = [
     "OPERATORS",
@@ -77,12 +83,17 @@ def _requirement(key: str, operator: str, vals: tuple[str, ...], field: bool) ->
     allowed = FIELD_OPERATORS if field else OPERATORS
     if operator not in allowed:
         return Requirement(key, operator, vals, f"operator {operator!r} not supported", field)
-    return Requirement(key, operator, vals, _problem(operator, vals, field), field)
+    return Requirement(key, operator, vals, _problem(key, operator, vals, field), field)
 
 
-def _problem(operator: str, values: tuple[str, ...], field: bool) -> str | None:
+def _problem(key: str, operator: str, values: tuple[str, ...], field: bool) -> str | None:
     if field:
         return None if len(values) == 1 else "matchFields need exactly one value"
+    # labels.NewRequirement's checks. The API server refuses such values in new pods since
+    # v1.33; pods stored before, and the templates explain reads, can still carry them.
+    problem = label_key_problem(key) or next(filter(None, map(label_value_problem, values)), None)
+    if problem is not None:
+        return problem
     if operator in ("In", "NotIn") and not values:
         return f"{operator} needs values"
     if operator in ("Exists", "DoesNotExist") and values:

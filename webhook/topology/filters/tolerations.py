@@ -4,10 +4,15 @@ Only NoSchedule and NoExecute taints keep a pod off a node (PreferNoSchedule onl
 A toleration matches a taint when its effect is empty or equal, its key is empty or equal
 (an empty key goes with Exists and matches every taint), and its operator holds: Equal (or
 empty) compares values, Exists matches any value, Gt/Lt compare integer values.
+
+Gt/Lt (k8s.io/api core/v1 compareNumericValues) read both values as int64 in canonical
+decimal form only: no sign but `-`, no leading zero, no `-0`. A toleration `0100` or `+100`,
+or a taint `0200`, tolerates nothing, where node affinity's Gt/Lt would read 100 and 200.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +25,7 @@ __all__ = [
     "UNSCHEDULABLE_TAINT",
     "Taint",
     "Toleration",
+    "canonical_int64",
     "parse_taints",
     "parse_tolerations",
     "tolerates",
@@ -27,6 +33,7 @@ __all__ = [
 ]
 
 FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+_CANONICAL = re.compile(r"0|-?[1-9][0-9]*")  # content.IsDecimalInteger
 # The NodeUnschedulable filter lets a pod onto a cordoned node only if it tolerates this.
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # The taints node-lifecycle puts on a node whose kubelet reports NotReady or stopped
@@ -65,11 +72,16 @@ class Toleration:
         if self.operator == "Exists":
             return True
         if self.operator in ("Gt", "Lt"):
-            mine, theirs = parse_int64(self.value), parse_int64(taint.value)
+            mine, theirs = canonical_int64(self.value), canonical_int64(taint.value)
             if mine is None or theirs is None:
                 return False
             return theirs > mine if self.operator == "Gt" else theirs < mine
         return False
+
+
+def canonical_int64(text: str) -> int | None:
+    """A toleration's or taint's Gt/Lt value: an int64 in canonical decimal form, else None."""
+    return parse_int64(text) if _CANONICAL.fullmatch(text) else None
 
 
 def _text(raw: Mapping[str, Any], key: str) -> str:
