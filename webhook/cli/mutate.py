@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from common.yaml_input import LISTING, read_text
     from webhook.policy.loader import PolicyLoadError, load_policy_dir
     from webhook.workloads.documents import DocumentError, mutate_documents, render
     from webhook.yaml_io import YamlInputError, load_documents
@@ -57,9 +58,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     source = "<stdin>" if args.file == "-" else args.file
     try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
-        docs = load_documents(text, source=source)
-    except (OSError, UnicodeDecodeError) as exc:
+        docs = load_documents(read_text(args.file, bounds=LISTING), source=source)
+    except OSError as exc:
         print(f"error: cannot read {source}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except YamlInputError as exc:

@@ -20,6 +20,10 @@ def check_spec(spec: Any) -> None:
     """Raise InvalidPod unless `spec` is a pod spec whose edited fields have their types."""
     if not isinstance(spec, dict):
         raise InvalidPod("spec must be an object holding the pod's containers")
+    if not spec.get("containers"):
+        # The API server refuses such a pod anyway; a patch for it would be placement for
+        # nothing (and a GPU count of zero).
+        raise InvalidPod("spec.containers must hold at least one container")
     for key in ("containers", "initContainers"):
         _containers(spec.get(key), f"spec.{key}")
     _affinity_fields(spec)

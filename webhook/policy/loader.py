@@ -188,6 +188,10 @@ def parse_policy_text(
                 found.append((PlacementPolicy.model_validate(data), origin))
             except ValidationError as exc:
                 errors.extend(_validation_messages(exc, origin, node, data))
+            except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+                # A validator that slipped (pydantic wraps only ValueError): still one line
+                # naming the document, so validate and serve refuse it alike.
+                errors.append(f"{_where(origin, node)}: {type(exc).__name__}: {exc}")
     except yaml.YAMLError as exc:
         errors.append(yaml_error_message(exc, source))
     finally:
