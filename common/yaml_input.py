@@ -35,6 +35,7 @@ __all__ = [
     "YamlInputError",
     "check_bounds",
     "check_depth",
+    "describe",
     "load_documents",
     "read_text",
     "yaml_error_message",
@@ -71,6 +72,14 @@ class YamlInputError(ValueError):
 
 def _size(count: int) -> str:
     return f"{count // MiB} MiB" if count % MiB == 0 else f"{count} bytes"
+
+
+def describe(bounds: YamlBounds) -> str:
+    """The bounds in words, for a command's help."""
+    return (
+        f"at most {_size(bounds.max_bytes)}, {bounds.max_depth} levels of nesting and "
+        f"{bounds.max_aliases:,} YAML aliases"
+    )
 
 
 def read_text(path: Path | str, *, bounds: YamlBounds, stdin: IO[str] | None = None) -> str:

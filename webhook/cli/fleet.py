@@ -30,12 +30,14 @@ class FleetError(Exception):
 
 
 def add_fleet_arguments(parser: argparse.ArgumentParser, *, purpose: str) -> None:
+    from common.yaml_input import LISTING, describe
+
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--nodes",
         type=Path,
         metavar="FILE",
-        help=f"`kubectl get nodes -o yaml` output: the nodes {purpose}",
+        help=f"`kubectl get nodes -o yaml` output: the nodes {purpose} ({describe(LISTING)})",
     )
     source.add_argument(
         "--kubeconfig",

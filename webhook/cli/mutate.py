@@ -21,7 +21,13 @@ EXIT_BAD_INPUT = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="YAML with Pods or workloads; - for stdin")
+    from common.yaml_input import LISTING, describe
+
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help=f"YAML with Pods or workloads; - for stdin ({describe(LISTING)})",
+    )
     parser.add_argument(
         "--policies", type=Path, required=True, metavar="DIR", help="directory of policy *.yaml"
     )

@@ -26,7 +26,13 @@ _CURRENT = Path("-")  # --kubeconfig given without a path: $KUBECONFIG or ~/.kub
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, cluster_default: bool = False) -> None:
-    parser.add_argument("file", metavar="FILE", help="YAML with a Pod or a workload; - for stdin")
+    from common.yaml_input import LISTING, describe
+
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help=f"YAML with a Pod or a workload; - for stdin ({describe(LISTING)})",
+    )
     parser.add_argument(
         "--policies",
         type=Path,
