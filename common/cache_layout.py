@@ -6,6 +6,7 @@ Owned here so the prefetcher (writer), the datasets discovery source and the web
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 
 __all__ = [
@@ -15,7 +16,9 @@ __all__ = [
     "LOCK_FILE",
     "MARKER_FILE",
     "PREFETCH_CONTAINER_PREFIX",
+    "SYSTEM_DIRS",
     "TEMP_PREFIX",
+    "cache_root_problem",
     "dataset_dir",
     "lease_dir",
     "lock_path",
@@ -62,3 +65,45 @@ def lease_dir(root: Path, name: str, version: str) -> Path:
 
 def lock_path(root: Path, name: str) -> Path:
     return dataset_dir(root, name) / LOCK_FILE
+
+
+# Host directories a cache root must not be, lie in or hold: the prefetch init containers
+# mount the root read-write, so a root of `/` or `/etc` would hand them the host. The
+# kubelet's and the runtimes' state count too; so does any /lib* (checked by prefix).
+SYSTEM_DIRS = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+    "/var/lib/kubelet",
+    "/var/log",
+    "/var/run",
+)
+
+
+def cache_root_problem(root: Path) -> str | None:
+    """None when `root` may be the dataset cache root on the nodes, else why not."""
+    if not root.is_absolute():
+        return "must be an absolute path (it becomes a hostPath on the nodes)"
+    if ".." in str(root).split("/"):
+        return "must not contain '..'"
+    path = posixpath.normpath(str(root))
+    if path in ("/", "//"):
+        return "must not be '/': the prefetch containers mount it read-write"
+    why = "the prefetch containers mount it read-write"
+    if path.split("/")[1].startswith("lib"):
+        return f"must be outside the system directories /lib* ({why})"
+    for system in SYSTEM_DIRS:
+        if path == system or path.startswith(system + "/"):
+            return f"must be outside the system directory {system} ({why})"
+        if system.startswith(path + "/"):
+            return f"must not hold the system directory {system} ({why})"
+    return None

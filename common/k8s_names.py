@@ -9,15 +9,18 @@ import re
 
 __all__ = [
     "MAX_NAME",
+    "MAX_OBJECT_NAME",
     "is_label_key",
     "is_label_name",
     "is_label_value",
     "label_key_problem",
     "label_value_problem",
+    "object_name_problem",
     "sanitize_label_value",
 ]
 
 MAX_NAME = 63
+MAX_OBJECT_NAME = 253
 _MAX_PREFIX = 253
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -54,6 +57,21 @@ def label_value_problem(value: str) -> str | None:
     if value == "":
         return None
     return _name_problem(value, "label value")
+
+
+def object_name_problem(name: str) -> str | None:
+    """None when `name` is a valid name for most objects (a lowercase DNS subdomain, as
+    apimachinery's NameIsDNSSubdomain checks), else why not."""
+    if not name:
+        return "a name must not be empty"
+    if len(name) > MAX_OBJECT_NAME:
+        return f"name {name[:20]!r}… is longer than {MAX_OBJECT_NAME} characters"
+    if not _DNS_SUBDOMAIN.fullmatch(name):
+        return (
+            f"name {name!r} must consist of lowercase alphanumerics, '-' and '.', and start "
+            "and end with an alphanumeric"
+        )
+    return None
 
 
 def is_label_key(key: str) -> bool:

@@ -15,9 +15,12 @@ from pathlib import Path
 
 from kubernetes_asyncio import client, config
 
+from common.yaml_input import CONFIG, YamlInputError, load_documents, read_text
+
 __all__ = [
     "ConfigError",
     "api_client_until_ready",
+    "check_kubeconfig",
     "load_configuration",
     "load_configuration_until_ready",
 ]
@@ -35,6 +38,47 @@ def _check_exists(kubeconfig: Path | None) -> None:
         raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
 
 
+def _kubeconfig_files(kubeconfig: Path | None) -> list[Path]:
+    """The files the library would read: --kubeconfig, else $KUBECONFIG's, else the default."""
+    if kubeconfig is not None:
+        return [kubeconfig]
+    listed = [Path(p) for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    files = listed or [Path("~/.kube/config").expanduser()]
+    return [f for f in files if f.is_file()]
+
+
+_LISTS = ("clusters", "contexts", "users")
+# What the library raises on a kubeconfig whose entries have the wrong shape, past what
+# check_kubeconfig looks at.
+_SHAPE_ERRORS = (TypeError, KeyError, AttributeError)
+
+
+def check_kubeconfig(path: Path) -> None:
+    """Raise ConfigError unless `path` is a bounded YAML mapping shaped like a kubeconfig
+    (the library meets an empty or odd one with a TypeError deep inside)."""
+    try:
+        docs = load_documents(read_text(path, bounds=CONFIG), source=str(path), bounds=CONFIG)
+    except OSError as exc:
+        raise ConfigError(f"kubeconfig {path}: cannot read: {exc.strerror or exc}") from None
+    except YamlInputError as exc:
+        raise ConfigError(f"kubeconfig {exc}") from None
+    expected = "expected a kubeconfig (kind: Config with clusters, contexts and users)"
+    if not docs:
+        raise ConfigError(f"kubeconfig {path}: empty; {expected}")
+    if len(docs) > 1 or not isinstance(docs[0], dict):
+        raise ConfigError(f"kubeconfig {path}: not one mapping; {expected}")
+    doc = docs[0]
+    for key in _LISTS:
+        items = doc.get(key)
+        if items is not None and (
+            not isinstance(items, list)
+            or not all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
+        ):
+            raise ConfigError(f"kubeconfig {path}: {key} must be a list of named entries")
+    if not isinstance(doc.get("current-context", ""), str):
+        raise ConfigError(f"kubeconfig {path}: current-context must be a string")
+
+
 async def load_configuration(kubeconfig: Path | None) -> client.Configuration:
     _check_exists(kubeconfig)
     cfg = client.Configuration()
@@ -43,13 +87,17 @@ async def load_configuration(kubeconfig: Path | None) -> client.Configuration:
             config.load_incluster_config(client_configuration=cfg)
             log.info("using in-cluster configuration")
         else:
+            for file in _kubeconfig_files(kubeconfig):
+                check_kubeconfig(file)
             # None lets the library read $KUBECONFIG or ~/.kube/config.
             path = str(kubeconfig) if kubeconfig is not None else None
             await config.load_kube_config(
                 config_file=path, client_configuration=cfg, persist_config=False
             )
             log.info("using kubeconfig", extra={"kubeconfig": path or "$KUBECONFIG/default"})
-    except (config.ConfigException, OSError, ValueError) as exc:
+    except ConfigError:
+        raise
+    except (config.ConfigException, OSError, ValueError, *_SHAPE_ERRORS) as exc:
         raise ConfigError(
             f"no usable Kubernetes configuration ({exc}); run inside a pod with a service "
             "account, or pass --kubeconfig FILE / set KUBECONFIG"

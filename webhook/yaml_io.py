@@ -1,4 +1,7 @@
-"""YAML reading and writing for the offline commands (block style, no anchors, key order kept)."""
+"""YAML reading and writing for the offline commands (block style, no anchors, key order kept).
+
+Reading is bounded (size, nesting, aliases): common/yaml_input.py.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,9 @@ from typing import Any
 
 import yaml
 
-__all__ = ["YamlInputError", "dump_documents", "load_documents"]
+from common.yaml_input import YamlInputError, load_documents
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+__all__ = ["YamlInputError", "dump_documents", "load_documents"]
 
 
 # Folding long command strings over several lines makes diffs of them unreadable.
@@ -19,21 +22,6 @@ class _Dumper(yaml.SafeDumper):
     # Anchors (&id001) in a manifest confuse readers and some tools; write each value in full.
     def ignore_aliases(self, data: Any) -> bool:
         return True
-
-
-class YamlInputError(ValueError):
-    """Input that is not YAML; the message names the source and line."""
-
-
-def load_documents(text: str, *, source: str) -> list[Any]:
-    """Non-empty documents of a multi-document YAML text."""
-    try:
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}: line {mark.line + 1} column {mark.column + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise YamlInputError(f"{where}: invalid YAML: {problem}") from None
 
 
 def dump_documents(docs: list[Any]) -> str:

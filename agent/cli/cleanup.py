@@ -77,4 +77,4 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_cleanup(args.node_name, args.kubeconfig))
     except ConfigError as exc:
         log.error("%s", exc)
-        return 1
+        return 2  # bad input, as in every other command

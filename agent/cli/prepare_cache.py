@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from common.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT, LEASE_DIR
+from common.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT, LEASE_DIR, cache_root_problem
 
 __all__ = ["add_arguments", "prepare_cache", "run"]
 
@@ -28,16 +28,38 @@ _MODE = 0o755
 LEASE_MODE = 0o2775  # shared by the agent and the prefetchers through the group
 
 
+# chown(2) takes a 32-bit id and reads 2^32-1 as "leave unchanged": the largest real id is
+# one less.
+_MAX_ID = 2**32 - 2
+
+
 def _owner(text: str) -> tuple[int, int]:
+    """UID[:GID], checked when the flag is read: before anything is created."""
     uid, _, gid = text.partition(":")
     try:
-        return int(uid), int(gid or uid)
+        ids = int(uid), int(gid or uid)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not UID[:GID] (numbers)") from None
+    if not all(0 <= i <= _MAX_ID for i in ids):
+        raise argparse.ArgumentTypeError(f"{text!r}: a UID or GID is from 0 to {_MAX_ID}")
+    return ids
+
+
+def _cache_root(text: str) -> Path:
+    problem = cache_root_problem(Path(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return Path(text)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache-root", type=Path, default=DEFAULT_CACHE_ROOT)
+    parser.add_argument(
+        "--cache-root",
+        type=_cache_root,
+        default=DEFAULT_CACHE_ROOT,
+        help=f"the node's dataset cache (default {DEFAULT_CACHE_ROOT}): absolute, not /, and "
+        "outside the system directories, since it is handed to --owner",
+    )
     parser.add_argument(
         "--owner",
         type=_owner,

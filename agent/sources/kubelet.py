@@ -70,17 +70,32 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    import yaml  # only when a config is given: keeps `--help` and config-less runs light
+    """One config file or drop-in, within the bounds of a configuration file (size, nesting,
+    aliases: common/yaml_input.py)."""
+    from common.yaml_input import CONFIG, YamlInputError, check_depth, load_documents, read_text
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_text(path, bounds=CONFIG)
+    except OSError as e:
         raise _ConfigError(f"{path}: not readable: {e}") from None
+    except YamlInputError as e:
+        raise _ConfigError(str(e)) from None
     try:
-        # JSON first: PyYAML (YAML 1.1) misreads some valid JSON, such as tab indentation.
-        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        if text.lstrip().startswith("{"):
+            # JSON first: PyYAML (YAML 1.1) misreads some valid JSON, such as tab indentation.
+            doc = json.loads(text)
+            check_depth(doc, source=str(path), bounds=CONFIG)
+        else:
+            docs = load_documents(text, source=str(path), bounds=CONFIG)
+            if len(docs) > 1:
+                raise _ConfigError(f"{path}: {len(docs)} YAML documents; the kubelet reads one")
+            doc = docs[0] if docs else None
+    except json.JSONDecodeError as e:
         raise _ConfigError(f"{path}: neither YAML nor JSON: {e}") from None
+    except RecursionError:
+        raise _ConfigError(f"{path}: JSON nested too deeply") from None
+    except YamlInputError as e:
+        raise _ConfigError(str(e)) from None
     if doc is None:
         return {}  # an empty drop-in changes nothing
     if not isinstance(doc, dict):

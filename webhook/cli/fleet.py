@@ -13,12 +13,16 @@ __all__ = [
     "CURRENT",
     "FleetError",
     "add_fleet_arguments",
+    "no_nodes",
     "node_documents",
+    "objects_of",
     "read_fleet",
     "read_fleet_and_pods",
 ]
 
 CURRENT = Path("-")  # --kubeconfig without a path: $KUBECONFIG or ~/.kube/config
+# Free capacity per NUMA node, which `explain` reads beside the Nodes of the same file.
+_NRT = "NodeResourceTopology"
 
 
 class FleetError(Exception):
@@ -26,12 +30,14 @@ class FleetError(Exception):
 
 
 def add_fleet_arguments(parser: argparse.ArgumentParser, *, purpose: str) -> None:
+    from common.yaml_input import LISTING, describe
+
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--nodes",
         type=Path,
         metavar="FILE",
-        help=f"`kubectl get nodes -o yaml` output: the nodes {purpose}",
+        help=f"`kubectl get nodes -o yaml` output: the nodes {purpose} ({describe(LISTING)})",
     )
     source.add_argument(
         "--kubeconfig",
@@ -44,15 +50,51 @@ def add_fleet_arguments(parser: argparse.ArgumentParser, *, purpose: str) -> Non
 
 
 def node_documents(path: Path) -> list[Any]:
-    """The documents of a nodes file, a `List` opened into its items."""
-    from webhook.yaml_io import load_documents
+    """The objects of a `kubectl get ... -o yaml` file, each `List` opened into its items.
 
-    text = path.read_text("utf-8")
-    return [
-        item
-        for doc in load_documents(text, source=str(path))
-        for item in (doc.get("items") or [] if doc.get("kind") == "List" else [doc])
-    ]
+    Read within the bounds of an input file (common/yaml_input); YamlInputError for a file
+    with no documents or a document that is not an object."""
+    from common.yaml_input import LISTING, read_text
+    from webhook.yaml_io import YamlInputError, load_documents
+
+    docs = load_documents(read_text(path, bounds=LISTING), source=str(path))
+    if not docs:
+        raise YamlInputError(f"{path}: empty (expected `kubectl get ... -o yaml` output)")
+    items: list[Any] = []
+    for index, doc in enumerate(docs, start=1):
+        listed = doc.get("items") if isinstance(doc, dict) else None
+        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List"):
+            if listed is not None and not isinstance(listed, list):
+                raise YamlInputError(f"{path}: document {index}: items is not a list")
+            items.extend(listed or [])
+        else:
+            items.append(doc)
+    for index, item in enumerate(items, start=1):
+        if not isinstance(item, dict):
+            raise YamlInputError(
+                f"{path}: object {index} is a {type(item).__name__}, not a Kubernetes object"
+            )
+    return items
+
+
+def objects_of(path: Path, kind: str, *, flag: str, also: tuple[str, ...] = ()) -> list[Any]:
+    """The objects of `path` (`kind`, an object without kind, or one of `also`); a file that
+    holds other kinds (pods given as nodes) is a YamlInputError saying what was expected."""
+    from webhook.yaml_io import YamlInputError
+
+    docs = node_documents(path)
+    wrong = sorted({str(d.get("kind")) for d in docs} - {"None", kind, *also})
+    if wrong:
+        raise YamlInputError(
+            f"{flag} {path}: holds {', '.join(wrong)} objects; expected {kind} objects "
+            f"(`kubectl get {kind.lower()}s -o yaml` output)"
+        )
+    return docs
+
+
+def no_nodes(path: Path) -> str:
+    """What to say of a `--nodes` file without a Node: "0 of 0 nodes fit" would mislead."""
+    return f"--nodes {path}: holds no Node objects (expected `kubectl get nodes -o yaml` output)"
 
 
 def read_fleet(args: argparse.Namespace) -> list[tuple[str, dict[str, str]]] | None:
@@ -79,13 +121,11 @@ def _read(
 
     try:
         if args.nodes is not None:
-            docs = [d for d in node_documents(args.nodes) if d.get("kind") in (None, "Node")]
-            views = node_views(docs)
-            placed = (
-                [d for d in node_documents(pods) if d.get("kind") in (None, "Pod")]
-                if pods is not None
-                else []
-            )
+            docs = objects_of(args.nodes, "Node", flag="--nodes", also=(_NRT,))
+            views = node_views(d for d in docs if d.get("kind") != _NRT)
+            if not views:
+                raise FleetError(no_nodes(args.nodes))
+            placed = objects_of(pods, "Pod", flag="--pods") if pods is not None else []
         elif args.kubeconfig is not None:
             from webhook.cli.read_cluster import read_cluster
 
@@ -94,7 +134,7 @@ def _read(
             views, placed = cluster.nodes, cluster.pods
         else:
             return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise FleetError(f"cannot read the nodes or pods: {exc}") from None
     except (YamlInputError, NodeError, ConfigError) as exc:
         raise FleetError(str(exc)) from None

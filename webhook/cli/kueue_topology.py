@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--name",
+        type=_name,
         default="topoplace",
         metavar="NAME",
         help="the Topology's name; the ResourceFlavor is NAME-flavor (default: %(default)s)",
@@ -52,6 +53,19 @@ def _label(text: str) -> tuple[str, str]:
     return key, value
 
 
+# The ResourceFlavor is NAME-flavor: both names must be valid.
+_FLAVOR_SUFFIX = "-flavor"
+
+
+def _name(text: str) -> str:
+    from common.k8s_names import object_name_problem
+
+    problem = object_name_problem(text) or object_name_problem(text + _FLAVOR_SUFFIX)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def topology_objects(
     keys: tuple[str, ...], name: str, node_labels: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
@@ -66,7 +80,7 @@ def topology_objects(
         {
             "apiVersion": KUEUE_API,
             "kind": "ResourceFlavor",
-            "metadata": {"name": f"{name}-flavor"},
+            "metadata": {"name": f"{name}{_FLAVOR_SUFFIX}"},
             "spec": {
                 "nodeLabels": node_labels or dict([_DEFAULT_NODE_LABEL]),
                 "topologyName": name,

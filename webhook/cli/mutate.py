@@ -21,7 +21,13 @@ EXIT_BAD_INPUT = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="YAML with Pods or workloads; - for stdin")
+    from common.yaml_input import LISTING, describe
+
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help=f"YAML with Pods or workloads; - for stdin ({describe(LISTING)})",
+    )
     parser.add_argument(
         "--policies", type=Path, required=True, metavar="DIR", help="directory of policy *.yaml"
     )
@@ -41,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from common.yaml_input import LISTING, read_text
     from webhook.policy.loader import PolicyLoadError, load_policy_dir
     from webhook.workloads.documents import DocumentError, mutate_documents, render
     from webhook.yaml_io import YamlInputError, load_documents
@@ -57,9 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     source = "<stdin>" if args.file == "-" else args.file
     try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
-        docs = load_documents(text, source=source)
-    except (OSError, UnicodeDecodeError) as exc:
+        docs = load_documents(read_text(args.file, bounds=LISTING), source=source)
+    except OSError as exc:
         print(f"error: cannot read {source}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except YamlInputError as exc:

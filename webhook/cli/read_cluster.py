@@ -110,15 +110,16 @@ def _default_kubeconfig() -> Path:
 
 def _context_namespace(kubeconfig: Path | None) -> str | None:
     """The current context's namespace, as kubectl would default it."""
-    import yaml
+    from common.yaml_input import CONFIG, YamlInputError, load_documents, read_text
 
     path = kubeconfig or _default_kubeconfig()
     try:
-        doc = yaml.safe_load(path.read_text("utf-8")) or {}
+        docs = load_documents(read_text(path, bounds=CONFIG), source=str(path), bounds=CONFIG)
+        doc = docs[0] if docs else {}
         current = doc.get("current-context")
         for ctx in doc.get("contexts") or []:
             if ctx.get("name") == current:
                 return (ctx.get("context") or {}).get("namespace") or None
-    except (OSError, yaml.YAMLError, AttributeError):
+    except (OSError, YamlInputError, AttributeError):
         return None
     return None

@@ -16,6 +16,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from common.yaml_input import LISTING, describe
     from webhook.cli.fleet import add_fleet_arguments
 
     add_fleet_arguments(parser, purpose="the pods run on")
@@ -23,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pods",
         type=Path,
         metavar="FILE",
-        help="`kubectl get pods -A -o yaml` output: the pods to audit (with --nodes)",
+        help=f"`kubectl get pods -A -o yaml` output: the pods to audit (with --nodes; "
+        f"{describe(LISTING)})",
     )
     parser.add_argument(
         "-n", "--namespace", metavar="NS", help="only the workloads of this namespace"

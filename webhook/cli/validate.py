@@ -14,9 +14,15 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from common.yaml_input import POLICY, describe
     from webhook.cli.fleet import add_fleet_arguments
 
-    parser.add_argument("directory", type=Path, metavar="DIR", help="directory of policy *.yaml")
+    parser.add_argument(
+        "directory",
+        type=Path,
+        metavar="DIR",
+        help=f"directory of policy *.yaml, each {describe(POLICY)} (docs/policies.md, Bounds)",
+    )
     add_fleet_arguments(parser, purpose="the policies' keepTogether levels must be found on")
 
 

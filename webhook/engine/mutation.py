@@ -13,7 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from common.cache_layout import DEFAULT_CACHE_ROOT
+from common.cache_layout import DEFAULT_CACHE_ROOT, cache_root_problem
 from webhook.policy.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -57,13 +57,16 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_CACHE_ROOT,
         metavar="DIR",
         help=f"node path of the dataset cache (default {DEFAULT_CACHE_ROOT}); a webhook "
-        "setting, so policies cannot choose host paths",
+        "setting, so policies cannot choose host paths: absolute, not /, and outside the "
+        "system directories (/etc, /usr, /proc, /sys, /dev, /boot, /bin, /sbin, /lib*, /run, "
+        "/var/run, /root, the kubelet's and the container runtimes' state)",
     )
     parser.add_argument(
         "--prefetch-image",
         default=DEFAULT_PREFETCH_IMAGE,
         metavar="IMAGE",
-        help=f"image of the prefetch init container (default {DEFAULT_PREFETCH_IMAGE})",
+        help=f"image of the prefetch init container (default {DEFAULT_PREFETCH_IMAGE}); "
+        "must not be empty",
     )
     parser.add_argument(
         "--dataset-cache-max-bytes",
@@ -83,11 +86,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> EngineSettings | str:
     """EngineSettings from the flags, or a message saying what to fix."""
-    if not args.dataset_cache_root.is_absolute():
-        return (
-            f"--dataset-cache-root {args.dataset_cache_root} must be an absolute path "
-            "(it becomes a hostPath on the nodes)"
-        )
+    problem = cache_root_problem(args.dataset_cache_root)
+    if problem is not None:
+        return f"--dataset-cache-root {args.dataset_cache_root}: {problem}"
+    image = args.prefetch_image
+    if not image or image != image.strip() or any(c.isspace() for c in image):
+        return f"--prefetch-image {image!r}: expected an image such as {DEFAULT_PREFETCH_IMAGE}"
     bound = args.dataset_cache_max_bytes
     max_cache_bytes = None
     if bound is not None:

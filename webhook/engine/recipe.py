@@ -77,7 +77,7 @@ def mutate(
     beyond = bounds_problem(pod["spec"])
     if beyond is not None:
         # Answered at once: past the bounds the cost would follow the pod's numbers.
-        warning = f"{beyond} (Topoplace's bound, docs/policies.md#bounds); pod admitted unchanged"
+        warning = f"{beyond}; pod admitted unchanged (Topoplace's bounds: docs/policies.md)"
         return Mutation(pod=pod, warnings=[warning], policy=name)
     new = _working_copy(pod)
     warnings: list[str] = []

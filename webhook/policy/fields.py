@@ -15,7 +15,8 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from common.k8s_names import label_key_problem, label_value_problem
 from common.vocabulary import LINK_WORDS
-from webhook.policy.quantity import QUANTITY_PATTERN, QuantityError, parse_quantity
+from webhook.policy.bounds import MAX_MEMORY, MIN_MEMORY_PER_GPU
+from webhook.policy.quantity import QUANTITY_PATTERN, QuantityError, format_memory, parse_quantity
 
 __all__ = [
     "SOURCE_SCHEMES",
@@ -27,10 +28,10 @@ __all__ = [
     "LabelName",
     "LabelValue",
     "LinkWord",
+    "Memory",
     "MountPath",
     "NamespaceGlob",
     "NonEmptyLabelValue",
-    "Quantity",
     "SchedulerName",
     "SecretName",
     "SourceUrl",
@@ -139,6 +140,14 @@ def _positive_quantity(value: Any) -> str:
     return str(value)
 
 
+def _memory(value: Any) -> str:
+    amount = parse_quantity(_positive_quantity(value))
+    low, high = format_memory(MIN_MEMORY_PER_GPU), format_memory(MAX_MEMORY)
+    if not MIN_MEMORY_PER_GPU <= amount <= MAX_MEMORY:
+        raise ValueError(f"must be from {low} to {high} (docs/policies.md, Bounds), got {value!r}")
+    return str(value)
+
+
 def _extended_resource(value: str) -> str:
     if len(value) > 253 or not _QUALIFIED_RESOURCE.fullmatch(value):
         raise ValueError(
@@ -174,12 +183,13 @@ ContainerName = Annotated[str, AfterValidator(_dns_label)]
 NamespaceGlob = Annotated[str, AfterValidator(_namespace_glob)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]
-Quantity = Annotated[
+Memory = Annotated[
     str,
-    BeforeValidator(_positive_quantity),
+    BeforeValidator(_memory),
     # Same grammar as the validator, without the named groups JSON Schema lacks.
     Field(json_schema_extra={"pattern": re.sub(r"\?P<\w+>", "", QUANTITY_PATTERN)}),
 ]
+"""A memory amount from 1Mi to 64Ti (webhook/policy/bounds.py)."""
 LinkWord = Literal[LINK_WORDS]  # type: ignore[valid-type]
 NonEmptyLabelValue = Annotated[str, AfterValidator(_nonempty_label_value)]
 LabelName = Annotated[str, AfterValidator(_label_name)]

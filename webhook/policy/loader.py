@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from common.yaml_input import POLICY, YamlInputError, check_bounds, read_text, yaml_error_message
 from webhook.policy.model import PlacementPolicy
 
 __all__ = [
@@ -128,9 +129,12 @@ def load_policy_dir(path: Path) -> PolicySet:
     entries: list[tuple[PlacementPolicy, PolicyOrigin]] = []
     for file in files:
         try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_text(file, bounds=POLICY)
+        except OSError as exc:
             errors.append(f"{file}: cannot read: {exc}")
+            continue
+        except YamlInputError as exc:
+            errors.append(str(exc))
             continue
         found, problems = parse_policy_text(text, source=str(file))
         entries.extend(found)
@@ -144,9 +148,16 @@ def load_policy_dir(path: Path) -> PolicySet:
 def parse_policy_text(
     text: str, *, source: str
 ) -> tuple[list[tuple[PlacementPolicy, PolicyOrigin]], list[str]]:
-    """Policies and error messages from one multi-document YAML text; empty documents skipped."""
+    """Policies and error messages from one multi-document YAML text; empty documents skipped.
+
+    A text past the bounds of a policy file (size, nesting, aliases) is one error, found
+    before any of it is built."""
     found: list[tuple[PlacementPolicy, PolicyOrigin]] = []
     errors: list[str] = []
+    try:
+        check_bounds(text, source=source, bounds=POLICY)
+    except YamlInputError as exc:
+        return found, [str(exc)]
     loader = _Loader(text)
     index = 0
     try:
@@ -177,8 +188,12 @@ def parse_policy_text(
                 found.append((PlacementPolicy.model_validate(data), origin))
             except ValidationError as exc:
                 errors.extend(_validation_messages(exc, origin, node, data))
+            except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+                # A validator that slipped (pydantic wraps only ValueError): still one line
+                # naming the document, so validate and serve refuse it alike.
+                errors.append(f"{_where(origin, node)}: {type(exc).__name__}: {exc}")
     except yaml.YAMLError as exc:
-        errors.append(_yaml_message(exc, source))
+        errors.append(yaml_error_message(exc, source))
     finally:
         loader.dispose()
     return found, errors
@@ -247,8 +262,17 @@ def _node_at(node: yaml.Node, loc: list[int | str]) -> yaml.Node:
     return node
 
 
-def _duplicate_keys(node: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node]]:
-    """(key, first key node, repeated key node) for every repeated key in nested mappings."""
+def _duplicate_keys(
+    node: yaml.Node, walked: set[int] | None = None
+) -> Iterator[tuple[str, yaml.Node, yaml.Node]]:
+    """(key, first key node, repeated key node) for every repeated key in nested mappings.
+
+    An alias is the node it names: each node is walked once, however often it is used (and
+    no deeper than the bounded nesting of a policy file)."""
+    walked = set() if walked is None else walked
+    if id(node) in walked:
+        return
+    walked.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, yaml.Node] = {}
         for key, value in node.value:
@@ -256,16 +280,7 @@ def _duplicate_keys(node: yaml.Node) -> Iterator[tuple[str, yaml.Node, yaml.Node
                 if key.value in seen:
                     yield key.value, seen[key.value], key
                 seen.setdefault(key.value, key)
-            yield from _duplicate_keys(value)
+            yield from _duplicate_keys(value, walked)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            yield from _duplicate_keys(item)
-
-
-def _yaml_message(exc: yaml.YAMLError, source: str) -> str:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    where = f"{source}: line {mark.line + 1} column {mark.column + 1}" if mark else source
-    problem = getattr(exc, "problem", None) or str(exc)
-    context = getattr(exc, "context", None)
-    detail = f"{context}, {problem}" if context else problem
-    return f"{where}: invalid YAML: {detail}"
+            yield from _duplicate_keys(item, walked)

@@ -59,7 +59,10 @@ def _parse(value: str | int | float | Decimal) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"expected a quantity such as 500m or 96Gi, got {value!r}")
     if isinstance(value, Decimal | int | float):
-        return Decimal(str(value))
+        number = Decimal(str(value))
+        if not number.is_finite():  # YAML's .nan and .inf, or 1.0e+400 read as a float
+            raise QuantityError(f"expected a finite quantity, got {value!r}")
+        return number
     match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
     if match is None:
         raise QuantityError(f"expected a quantity such as 500m, 8 or 96Gi, got {value!r}")
@@ -68,17 +71,20 @@ def _parse(value: str | int | float | Decimal) -> Decimal:
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
         raise QuantityError(f"not a number in quantity {value!r}") from exc
     suffix = match["suffix"] or ""
-    if suffix in _BINARY:
-        return number * (Decimal(1024) ** _BINARY[suffix])
-    if suffix in _DECIMAL:
-        return number.scaleb(_DECIMAL[suffix])
     if len(suffix) > _MAX_EXPONENT_CHARS:
-        # Beyond any quantity Kubernetes stores; Decimal would overflow or int() refuse.
-        raise QuantityError(f"exponent of quantity {value[:32]!r}… out of range")
+        # Beyond any quantity Kubernetes stores; int() would refuse its digits.
+        raise QuantityError(f"quantity {value[:32]!r} is out of range")
     try:
-        return number.scaleb(int(suffix[1:]))
-    except ArithmeticError as exc:
-        raise QuantityError(f"quantity {value[:32]!r} out of range") from exc
+        if suffix in _BINARY:
+            return number * (Decimal(1024) ** _BINARY[suffix])
+        if suffix in _DECIMAL:
+            return number.scaleb(_DECIMAL[suffix])
+        amount = number.scaleb(int(suffix[1:]))
+    except ArithmeticError:  # an exponent past what Decimal holds (1e999999999)
+        raise QuantityError(f"quantity {value[:32]!r} is out of range") from None
+    if not amount.is_finite():
+        raise QuantityError(f"quantity {value[:32]!r} is out of range")
+    return amount
 
 
 def ceil_int(amount: Decimal) -> int:

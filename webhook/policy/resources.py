@@ -8,17 +8,22 @@ from typing import Annotated, Any
 from pydantic import Field, model_validator
 
 from webhook.policy.base import StrictModel as _Model
-from webhook.policy.fields import ExtendedResource, Quantity
+from webhook.policy.bounds import MAX_CPUS, MAX_DEVICES, MIN_CPUS
+from webhook.policy.fields import ExtendedResource, Memory
 
 __all__ = ["NumaNodeShare", "Rdma", "Resources", "WholeNumaNodes"]
+
+
+# A count of devices, GPUs or NICs: a positive integer, at most MAX_DEVICES.
+Devices = Annotated[int, Field(gt=0, le=MAX_DEVICES, strict=True)]
 
 
 class WholeNumaNodes(_Model):
     """The NUMA node of the machines the policy is for, as the device-plugin path sees it."""
 
-    gpus: Annotated[int, Field(gt=0, strict=True)]
+    gpus: Devices
     """GPUs on one NUMA node."""
-    nics: Annotated[int, Field(gt=0, strict=True)]
+    nics: Devices
     """NICs the RDMA resource holds on one NUMA node."""
 
 
@@ -27,8 +32,8 @@ class Rdma(_Model):
 
     resource: ExtendedResource
     """Extended resource name, e.g. rdma/ib or nvidia.com/hostdev."""
-    per_gpu: Annotated[int, Field(gt=0, strict=True)] = 1
-    """Devices per GPU (a positive integer)."""
+    per_gpu: Devices = 1
+    """Devices per GPU (a positive integer, at most 1,024)."""
     whole_numa_nodes: WholeNumaNodes | None = None
     """Request `nics` NICs per `gpus` GPUs or part of them instead of perGpu: the pod then
     holds every NIC of the NUMA nodes its GPUs take, so each GPU's partner NIC too (the
@@ -42,7 +47,8 @@ class Rdma(_Model):
         return -(-gpus // whole.gpus) * whole.nics
 
 
-Cpus = Annotated[Decimal, Field(gt=0, allow_inf_nan=False)]
+# CPUs: finite, from 1m to MAX_CPUS (webhook/policy/bounds.py).
+Cpus = Annotated[Decimal, Field(ge=MIN_CPUS, le=MAX_CPUS, allow_inf_nan=False)]
 
 
 def _no_bool(data: Any, key: str) -> Any:
@@ -59,11 +65,11 @@ class NumaNodeShare(_Model):
     others, so a worker whose GPUs span two NUMA nodes needs CPUs (and, with the Static memory
     manager, memory) that need two as well."""
 
-    gpus: Annotated[int, Field(gt=0, strict=True)]
+    gpus: Devices
     """GPUs on one NUMA node."""
     cpu: Cpus | None = None
     """CPUs per NUMA node taken: more than half a NUMA node's, at most all of them."""
-    memory: Quantity | None = None
+    memory: Memory | None = None
     """Memory per NUMA node taken (a Kubernetes quantity)."""
 
     @model_validator(mode="before")
@@ -85,7 +91,7 @@ class Resources(_Model):
     """Make every container Guaranteed QoS (requests == limits) with integer CPUs for workers."""
     cpu_per_gpu: Cpus | None = None
     """CPUs per GPU for workers that set no CPU."""
-    memory_per_gpu: Quantity | None = None
+    memory_per_gpu: Memory | None = None
     """Memory per GPU (a Kubernetes quantity, e.g. 96Gi) for workers that set no memory."""
     whole_numa_nodes: NumaNodeShare | None = None
     """CPUs and memory per NUMA node the worker's GPUs take, instead of per GPU."""

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.yaml_input import POLICY
 from webhook.policy.loader import PolicyLoadError, PolicySet, load_policy_dir
 
 __all__ = ["PolicyStore", "PolicyWatcher", "ReloadResult", "load_consistent"]
@@ -78,7 +79,11 @@ def _fingerprint(directory: Path) -> str:
     for path in entries:
         h.update(path.name.encode() + b"\0")
         try:
-            h.update(path.read_bytes())
+            # A policy file past its bound is refused at load; hashing its first bytes and
+            # its size keeps each poll as cheap as the bound.
+            with path.open("rb") as file:
+                h.update(file.read(POLICY.max_bytes + 1))
+            h.update(str(path.stat().st_size).encode())
         except OSError:
             h.update(b"<unreadable>")
         h.update(b"\0")
@@ -140,16 +145,11 @@ class PolicyWatcher:
             try:
                 loaded = await asyncio.to_thread(load_consistent, self.directory)
             except PolicyLoadError as exc:
-                self._seen = fingerprint
-                errors = tuple(exc.messages)
-                logger.error(
-                    "policy set refused; the last good set keeps serving:\n  %s",
-                    "\n  ".join(errors),
-                    extra={"directory": str(self.directory), "errors": len(errors)},
-                )
-                if self._on_error is not None:
-                    self._on_error(errors)
-                return ReloadResult(swapped=False, errors=errors)
+                return self._refused(fingerprint, tuple(exc.messages))
+            except Exception as exc:
+                # A loader bug refuses the set like bad input does: counted, one line, the
+                # last good set serving, the same content not retried on every poll.
+                return self._refused(fingerprint, (f"{type(exc).__name__}: {exc}",))
             self._seen = fingerprint
             current = self.store.current
             if current is not None and current.generation_hash == loaded.generation_hash:
@@ -165,6 +165,17 @@ class PolicyWatcher:
             if self._on_swap is not None:
                 self._on_swap(loaded)
             return ReloadResult(swapped=True)
+
+    def _refused(self, fingerprint: str, errors: tuple[str, ...]) -> ReloadResult:
+        self._seen = fingerprint
+        logger.error(
+            "policy set refused; the last good set keeps serving: %s",
+            " | ".join(" ".join(message.split()) for message in errors),
+            extra={"directory": str(self.directory), "errors": len(errors)},
+        )
+        if self._on_error is not None:
+            self._on_error(errors)
+        return ReloadResult(swapped=False, errors=errors)
 
     async def _reload_logged(self) -> None:
         try:

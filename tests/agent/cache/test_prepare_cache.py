@@ -66,3 +66,34 @@ def test_a_bad_owner_is_a_usage_error(tmp_path: Path, python: str, repo_root: Pa
     )
     assert done.returncode == 2
     assert "'me' is not UID[:GID]" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--owner", "-5"], "argument --owner: '-5': a UID or GID is from 0 to 4294967294"),
+        (["--owner", "1:4294967295"], "a UID or GID is from 0 to 4294967294"),
+        (["--owner", "99999999999999999999"], "a UID or GID is from 0 to 4294967294"),
+        (["--cache-root", "/"], "argument --cache-root: '/' must not be '/'"),
+        (["--cache-root", "/etc/topoplace"], "must be outside the system directory /etc"),
+        (["--cache-root", "cache"], "must be an absolute path"),
+    ],
+)
+def test_bad_flags_are_refused_before_anything_is_created(
+    tmp_path: Path, python: str, repo_root: Path, flags: list[str], says: str
+) -> None:
+    root = tmp_path / "cache"
+    argv = ["--cache-root", str(root), *flags]
+    done = subprocess.run(
+        [python, "-m", "agent", "prepare-cache", *argv],
+        env={**os.environ, "PYTHONPATH": str(repo_root)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = [ln for ln in done.stderr.splitlines() if "error:" in ln]
+    assert line.startswith("topoplace-agent prepare-cache: error: argument ") and says in line
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -145,6 +145,41 @@ def test_a_broken_drop_in_means_no_policy_labels(
     assert "10-bad.conf" in caplog.text
 
 
+DEEP_JSON = '{"kind": "KubeletConfiguration", "x": ' + "[" * 5000 + "]" * 5000 + "}"
+BOUNDED = {
+    "deeply nested YAML": (HEAD + "x:\n" + "".join("  " * i + "- \n" for i in range(1500)),
+                           "nested deeper than 100 levels"),
+    "deeply nested JSON": (DEEP_JSON, "JSON nested too deeply"),
+    "JSON past 100 levels": ('{"x": ' + "[" * 200 + "]" * 200 + "}",
+                             "nested deeper than 100 levels"),
+    "an alias bomb": (HEAD + "a: &a [x]\nb: &b [" + ",".join(["*a"] * 9) + "]\n"
+                      + "".join(f"c{i}: [" + ",".join(["*b"] * 9) + "]\n" for i in range(500)),
+                      "more than 1000 YAML aliases"),
+    "two documents": (HEAD + "---\n" + HEAD, "2 YAML documents; the kubelet reads one"),
+    "past 4 MiB": (HEAD + "# padding\n" * 500_000, "larger than 4 MiB"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "says"), BOUNDED.values(), ids=BOUNDED.keys())
+def test_a_config_past_its_bounds_is_one_warning_and_no_policy_labels(
+    tmp_path: Path,
+    built_machine: Machine,
+    options: Options,
+    caplog: pytest.LogCaptureFixture,
+    text: str,
+    says: str,
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    with caplog.at_level(logging.WARNING):
+        labels = discover(options(built_machine("vm"), kubelet_config=config)).labels
+    assert not set(POLICY_KEYS) & set(labels)
+    assert labels[Label.CPU_SOCKETS] == "1"  # the rest of discovery goes on
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"kubelet config not read, its policies are not labelled: {config}")
+    assert says in warning and "\n" not in warning
+
+
 def test_merge_patch_is_rfc_7386() -> None:
     target = {"a": {"b": 1, "c": 2}, "l": [1, 2], "k": "v"}
     patch = {"a": {"b": None, "d": 3}, "l": [3], "k": None, "n": {"x": None}}

@@ -185,5 +185,25 @@ def test_a_missing_kubeconfig_is_one_clear_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = tmp_path / "nope.yaml"
-    assert cmd_cleanup.run(Namespace(node_name=NODE, kubeconfig=missing)) == 1
+    assert cmd_cleanup.run(Namespace(node_name=NODE, kubeconfig=missing)) == 2
     assert f"--kubeconfig {missing}: no such file" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "empty; expected a kubeconfig"),
+        ("clusters: 5\ncurrent-context: x\n", "clusters must be a list of named entries"),
+        ("a: [" * 200, "nested deeper than 100 levels"),
+        ("- [1, 2\n", "invalid YAML"),
+    ],
+)
+def test_an_empty_or_malformed_kubeconfig_is_one_clear_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str, says: str
+) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(text)
+    assert cmd_cleanup.run(Namespace(node_name=NODE, kubeconfig=bad)) == 2
+    (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert says in record.getMessage()
+    assert "\n" not in record.getMessage()

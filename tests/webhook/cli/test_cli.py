@@ -144,7 +144,10 @@ def test_a_relative_cache_root_is_refused(cli):
     result = cli("mutate", "--policies", "policies", "--dataset-cache-root", "cache",
                  "examples/pods/jobset-ddp.yaml")  # fmt: skip
     assert result.returncode == 2
-    assert "--dataset-cache-root cache must be an absolute path" in result.stderr
+    assert result.stderr == (
+        "error: --dataset-cache-root cache: must be an absolute path (it becomes a hostPath on "
+        "the nodes)\n"
+    )
 
 
 def test_bad_policies_exit_2(cli, tmp_path):

@@ -205,7 +205,7 @@ def test_a_denied_pod_fits_nowhere(nodes_yaml: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("nodes_text", "message"),
     [
-        ("kind: Pod\nmetadata: {name: x}\n", "is a Pod, not a Node"),
+        ("kind: Pod\nmetadata: {name: x}\n", "holds Pod objects; expected Node objects"),
         ("kind: List\nitems: [{kind: Node, metadata: {}}]\n", "without metadata.name"),
         ("kind: Node\nmetadata: {name: a}\n---\nkind: Node\nmetadata: {name: a}\n", "twice"),
         ("a: [", "invalid YAML"),

@@ -199,6 +199,15 @@ async def test_a_container_field_of_the_wrong_type_gets_400_naming_it(
     assert status == 400 and "spec.containers[0].command must be a list of strings" in text
 
 
+async def test_a_pod_without_containers_gets_400_and_no_patch(
+    server: WebhookServer, client: aiohttp.ClientSession
+) -> None:
+    pod = gpu_pod()
+    pod["spec"]["containers"] = []
+    status, text = await post_review(client, server.url, admission_review(pod))
+    assert status == 400 and "spec.containers must hold at least one container" in text
+
+
 async def test_oversized_body_gets_400_and_server_keeps_serving(
     policy_dir: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
 ) -> None:

@@ -26,7 +26,13 @@ _CURRENT = Path("-")  # --kubeconfig given without a path: $KUBECONFIG or ~/.kub
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, cluster_default: bool = False) -> None:
-    parser.add_argument("file", metavar="FILE", help="YAML with a Pod or a workload; - for stdin")
+    from common.yaml_input import LISTING, describe
+
+    parser.add_argument(
+        "file",
+        metavar="FILE",
+        help=f"YAML with a Pod or a workload; - for stdin ({describe(LISTING)})",
+    )
     parser.add_argument(
         "--policies",
         type=Path,
@@ -105,12 +111,14 @@ def run(args: argparse.Namespace) -> int:
             nodes, context_ns, zones = view.nodes, view.namespace, view.zones
             policies = policies or view.policies
         else:
-            from webhook.cli.fleet import node_documents
+            from webhook.cli.fleet import no_nodes, objects_of
 
-            docs = node_documents(args.nodes)
+            docs = objects_of(args.nodes, "Node", flag="--nodes", also=(_NRT,))
             # NodeResourceTopology objects beside the Nodes: free capacity per NUMA node.
             zones = zones_of_documents(d for d in docs if d.get("kind") == _NRT)
             nodes = node_views(d for d in docs if d.get("kind") != _NRT)
+            if not nodes:
+                raise _BadInput(no_nodes(args.nodes))
     except (OSError, UnicodeDecodeError) as exc:
         return _fail(f"cannot read input: {exc}")
     except (YamlInputError, NodeError, ConfigError, ZoneError, _BadInput) as exc:
@@ -150,11 +158,11 @@ class _BadInput(ValueError):
 
 def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, str | None]:
     """The one pod (template) to explain, its label for the output, and its namespace."""
+    from common.yaml_input import LISTING, read_text
     from webhook.workloads.templates import pod_templates
 
     source = "<stdin>" if args.file == "-" else args.file
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text("utf-8")
-    docs = load_documents(text, source=source)  # type: ignore[operator]
+    docs = load_documents(read_text(args.file, bounds=LISTING), source=source)  # type: ignore[operator]
     found = []
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
