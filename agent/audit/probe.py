@@ -1,0 +1,78 @@
+"""One locality pass of the audit: measure the GPU pods, judge them, read the node counters.
+
+Blocking (file reads); `run`'s monitor calls it in a thread, the `audit` command directly.
+A pod that turns `remote` or `unknown` is logged once, with its reason, until its verdict
+changes; the node counters' problems are logged once each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.audit.locality import DEFAULT_THRESHOLD, PodLocality, gpu_pods, localities
+from agent.audit.measure import PodRef, measure_pods
+from agent.audit.node_rates import RemoteRates
+from agent.audit.verdict import ContainerAudit
+from agent.discovery.topology import Topology
+from agent.sources.numa_stat import node_counters
+
+__all__ = ["LocalityProbe", "LocalityReport"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalityReport:
+    pods: tuple[PodLocality, ...]
+    node_remote: Mapping[int, float | None] = field(default_factory=dict)  # NUMA node → share
+
+
+class LocalityProbe:
+    def __init__(
+        self,
+        *,
+        sysfs_root: Path,
+        proc_root: Path,
+        threshold: float = DEFAULT_THRESHOLD,
+        rates: RemoteRates | None = None,
+    ) -> None:
+        self._sysfs_root = sysfs_root
+        self._proc_root = proc_root
+        self.threshold = threshold
+        self._rates = rates
+        self._seen: set[tuple[str, str, str]] = set()
+        self._node_problems: tuple[str, ...] = ()
+
+    def measure(
+        self, topology: Topology, audits: Sequence[ContainerAudit], refs: Iterable[PodRef]
+    ) -> LocalityReport:
+        wanted = {key: tuple(c) for key, c in gpu_pods(audits).items()}
+        readings = measure_pods(self._sysfs_root, self._proc_root, refs, wanted)
+        pods = localities(audits, readings, topology, threshold=self.threshold)
+        self._log_new(pods)
+        node_remote: Mapping[int, float | None] = {}
+        if self._rates is not None:
+            counters, problems = node_counters(self._sysfs_root)
+            for problem in sorted(set(problems) - set(self._node_problems)):
+                log.warning("NUMA node counters unreadable: %s", problem)
+            self._node_problems = problems
+            node_remote = self._rates.sample(counters)
+        return LocalityReport(pods=pods, node_remote=node_remote)
+
+    def _log_new(self, pods: Sequence[PodLocality]) -> None:
+        now = {(p.namespace, p.pod, p.verdict) for p in pods}
+        for p in pods:
+            if p.verdict == "local" or (p.namespace, p.pod, p.verdict) in self._seen:
+                continue
+            log.warning(
+                "GPU pod %s/%s: memory locality %s: %s",
+                p.namespace,
+                p.pod,
+                p.verdict,
+                p.reason,
+                extra={"namespace": p.namespace, "pod": p.pod, "locality": p.verdict},
+            )
+        self._seen = now

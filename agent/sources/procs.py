@@ -1,0 +1,75 @@
+"""Per-process NUMA facts under the proc root (reads only): the fallback where a pod's cgroup
+files are not readable.
+
+- `pod_pids(proc_root, uid)`: processes whose `/proc/<pid>/cgroup` names the pod's directory
+  (`pod<uid>` or the systemd `pod<uid with _>` form);
+- `numa_maps(proc_root, pid)`: bytes per NUMA node of one process (agent.sources.numa_stat);
+- `allowed(proc_root, pid)`: `Cpus_allowed_list` and `Mems_allowed_list` from `status`.
+A process that exits while it is read raises SysfsError with `missing=True`: its numbers would
+be partial. Reading another user's `numa_maps` needs ptrace access (CAP_SYS_PTRACE), so where
+the agent lacks it this fallback reports the files unreadable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agent.sources import SysfsError, read_bounded
+from agent.sources.cpu import parse_cpulist
+from agent.sources.numa_stat import NUMA_MAPS_MAX_BYTES, parse_numa_maps
+
+__all__ = ["MAX_SCANNED", "allowed", "numa_maps", "pod_pids"]
+
+# /proc entries looked at when searching a pod's processes (pid_max is 4194304 at most, but a
+# node runs far fewer): past this the search stops and says so.
+MAX_SCANNED = 1 << 16
+_CGROUP_MAX = 16 << 10
+_STATUS_MAX = 16 << 10
+
+
+def pod_pids(proc_root: Path, uid: str, *, limit: int = 4096) -> list[int]:
+    """Processes of the pod with this UID; SysfsError when /proc is unreadable or too big."""
+    needles = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    try:
+        entries = [e for e in os.listdir(proc_root) if e.isdigit()]
+    except OSError as e:
+        raise SysfsError(f"{proc_root}: unreadable ({e.strerror})") from None
+    if len(entries) > MAX_SCANNED:
+        raise SysfsError(f"{proc_root}: more than {MAX_SCANNED} processes to search")
+    found: list[int] = []
+    for entry in entries:
+        try:
+            text = read_bounded(os.path.join(proc_root, entry, "cgroup"), _CGROUP_MAX)
+        except SysfsError:
+            continue  # exited since the listing, or not ours to read: not the pod's
+        if any(n in text for n in needles):
+            found.append(int(entry))
+            if len(found) > limit:
+                raise SysfsError(f"pod {uid}: more than {limit} processes")
+    return sorted(found)
+
+
+def numa_maps(proc_root: Path, pid: int) -> dict[int, int]:
+    path = os.path.join(proc_root, str(pid), "numa_maps")
+    text = read_bounded(path, NUMA_MAPS_MAX_BYTES)
+    if not text.strip():
+        # A live process always has mappings: empty means it exited (or is a zombie).
+        raise SysfsError(f"{path}: empty (the process exited)", missing=True)
+    return parse_numa_maps(text, path=path)
+
+
+def allowed(proc_root: Path, pid: int) -> tuple[frozenset[int], frozenset[int]]:
+    """(CPUs, memory nodes) the process may use."""
+    path = os.path.join(proc_root, str(pid), "status")
+    text = read_bounded(path, _STATUS_MAX)
+    fields = dict(line.partition(":")[::2] for line in text.splitlines())
+    sets: list[frozenset[int]] = []
+    for key in ("Cpus_allowed_list", "Mems_allowed_list"):
+        if key not in fields:
+            raise SysfsError(f"{path}: no {key}", missing=not text)
+        try:
+            sets.append(parse_cpulist(fields[key]))
+        except ValueError:
+            raise SysfsError(f"{path}: {key} is not a list: {fields[key][:40]!r}") from None
+    return sets[0], sets[1]
