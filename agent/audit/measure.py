@@ -175,7 +175,7 @@ def measure_pods(
     for key, containers in gpu_containers.items():
         ref = by_key.get(key)
         if ref is None:
-            found[key] = Unmeasured("the pod's UID is not known yet (pod list)")
+            found[key] = Unmeasured("the pod's UID is not known (not in the pod list)")
             continue
         try:
             found[key] = _measure(dirs, ref, proc_root, containers)
