@@ -26,9 +26,20 @@ from agent.sources import cgroups as cg
 from agent.sources import procs as pr
 from agent.sources.numa_stat import MEMCG_MAX_BYTES, parse_memcg_numa_stat
 
-__all__ = ["PodIndex", "PodNuma", "PodRef", "Unmeasured", "measure_pods", "pod_ref"]
+__all__ = [
+    "NUMA_MAPS_BUDGET",
+    "PodIndex",
+    "PodNuma",
+    "PodRef",
+    "Unmeasured",
+    "measure_pods",
+    "pod_ref",
+]
 
 PodKey = tuple[str, str]  # (namespace, name)
+# numa_maps bytes one audit pass reads at most over all pods (each file's own bound is
+# agent.sources.numa_stat.NUMA_MAPS_MAX_BYTES): past it, the rest wait for a later pass.
+NUMA_MAPS_BUDGET = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +91,20 @@ class _Dirs:
 
 def _dirs(sysfs_root: Path) -> _Dirs:
     lay = cg.layout(sysfs_root)
+    listed: dict[cg.Controller, dict[str, str]] = {}  # one listing per hierarchy (pure v2: one)
+
+    def pods_in(tree: cg.Controller | None) -> dict[str, str]:
+        if tree is None:
+            return {}
+        if tree not in listed:
+            listed[tree] = cg.pod_dirs(tree)
+        return listed[tree]
+
+    memory, cpuset = pods_in(lay.memory), pods_in(lay.cpuset)
     trees: dict[str, str] = {}
     for tree in reversed(lay.any_tree):  # the first tree wins: memory, then cpuset
-        trees.update(cg.pod_dirs(tree))
-    return _Dirs(
-        layout=lay,
-        memory=cg.pod_dirs(lay.memory) if lay.memory else {},
-        cpuset=cg.pod_dirs(lay.cpuset) if lay.cpuset else {},
-        any=trees,
-    )
+        trees.update(pods_in(tree))
+    return _Dirs(layout=lay, memory=memory, cpuset=cpuset, any=trees)
 
 
 def _union(
@@ -121,7 +137,37 @@ def _pids(dirs: _Dirs, ref: PodRef, proc_root: Path) -> list[int]:
     return pr.pod_pids(proc_root, ref.uid)
 
 
-def _measure(dirs: _Dirs, ref: PodRef, proc_root: Path, gpu_containers: Collection[str]) -> PodNuma:
+@dataclass(slots=True)
+class _Budget:
+    """numa_maps bytes one pass may still read (the fallback walks page tables: bounded)."""
+
+    left: int
+
+
+def _numa_maps(proc_root: Path, pids: list[int], budget: _Budget) -> dict[int, int]:
+    memory: dict[int, int] = {}
+    for pid in pids:
+        if budget.left <= 0:
+            raise SysfsError(
+                f"the {NUMA_MAPS_BUDGET >> 20} MiB of numa_maps one audit reads are spent "
+                "(a later audit measures this pod)"
+            )
+        nodes, size = pr.numa_maps(proc_root, pid, limit=budget.left)
+        budget.left -= size
+        for node, n in nodes.items():
+            memory[node] = memory.get(node, 0) + n
+    return memory
+
+
+def _measure(
+    dirs: _Dirs,
+    ref: PodRef,
+    proc_root: Path,
+    gpu_containers: Collection[str],
+    *,
+    budget: _Budget,
+    cached: PodNuma | None,
+) -> PodNuma:
     pids: list[int] | None = None
     memory_ctl = dirs.layout.memory
     if memory_ctl is not None and ref.uid in dirs.memory:
@@ -129,14 +175,13 @@ def _measure(dirs: _Dirs, ref: PodRef, proc_root: Path, gpu_containers: Collecti
         text = read_bounded(path, MEMCG_MAX_BYTES)
         memory = parse_memcg_numa_stat(text, memory_ctl.version, page_size=_page_size(), path=path)
         source = f"cgroup v{memory_ctl.version}"
+    elif cached is not None:
+        return cached  # the fallback's own interval: numa_maps is costly to read
     else:
         pids = _pids(dirs, ref, proc_root)
         if not pids:
             raise SysfsError(f"no cgroup and no process of pod uid {ref.uid} found")
-        memory = {}
-        for pid in pids:
-            for node, size in pr.numa_maps(proc_root, pid).items():
-                memory[node] = memory.get(node, 0) + size
+        memory = _numa_maps(proc_root, pids, budget)
         source = "numa_maps"
     cpus: frozenset[int] | None = None
     mems: frozenset[int] | None = None
@@ -166,11 +211,16 @@ def measure_pods(
     proc_root: Path,
     refs: Iterable[PodRef],
     gpu_containers: Mapping[PodKey, Collection[str]],
+    *,
+    cached: Mapping[PodKey, PodNuma] | None = None,
 ) -> dict[PodKey, PodNuma | Unmeasured]:
     """One reading per pod in `gpu_containers` (the pods holding GPUs); a pod without a
-    PodRef (the API has not told its UID yet) is Unmeasured."""
+    PodRef (the API has not told its UID yet) is Unmeasured. `cached`: recent numa_maps
+    readings, reused for pods that still have no memory cgroup."""
     by_key = {(r.namespace, r.name): r for r in refs}
     dirs = _dirs(sysfs_root)
+    budget = _Budget(NUMA_MAPS_BUDGET)
+    cached = cached or {}
     found: dict[PodKey, PodNuma | Unmeasured] = {}
     for key, containers in gpu_containers.items():
         ref = by_key.get(key)
@@ -178,7 +228,8 @@ def measure_pods(
             found[key] = Unmeasured("the pod's UID is not known (not in the pod list)")
             continue
         try:
-            found[key] = _measure(dirs, ref, proc_root, containers)
+            found[key] = _measure(dirs, ref, proc_root, containers, budget=budget,
+                                  cached=cached.get(key))  # fmt: skip
         except SysfsError as e:
             found[key] = Unmeasured(_why(e))
     return found

@@ -8,20 +8,25 @@ changes; the node counters' problems are logged once each.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.audit.locality import DEFAULT_THRESHOLD, PodLocality, gpu_pods, localities
-from agent.audit.measure import PodRef, measure_pods
+from agent.audit.measure import PodNuma, PodRef, measure_pods
 from agent.audit.node_rates import RemoteRates
 from agent.audit.verdict import ContainerAudit
 from agent.discovery.topology import Topology
 from agent.sources.numa_stat import node_counters
 
-__all__ = ["LocalityProbe", "LocalityReport"]
+__all__ = ["FALLBACK_INTERVAL", "LocalityProbe", "LocalityReport"]
 
 log = logging.getLogger(__name__)
+
+# A pod measured through numa_maps (no memory cgroup) is re-read at most this often: the
+# kernel walks each process's page tables to print it.
+FALLBACK_INTERVAL = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,7 @@ class LocalityProbe:
         proc_root: Path,
         threshold: float = DEFAULT_THRESHOLD,
         rates: RemoteRates | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sysfs_root = sysfs_root
         self._proc_root = proc_root
@@ -45,12 +51,23 @@ class LocalityProbe:
         self._rates = rates
         self._seen: set[tuple[str, str, str]] = set()
         self._node_problems: tuple[str, ...] = ()
+        self._clock = clock
+        # numa_maps readings (the costly fallback), reused for FALLBACK_INTERVAL seconds
+        self._fallback: dict[tuple[str, str], tuple[float, PodNuma]] = {}
 
     def measure(
         self, topology: Topology, audits: Sequence[ContainerAudit], refs: Iterable[PodRef]
     ) -> LocalityReport:
         wanted = {key: tuple(c) for key, c in gpu_pods(audits).items()}
-        readings = measure_pods(self._sysfs_root, self._proc_root, refs, wanted)
+        now = self._clock()
+        fresh = {k: r for k, (at, r) in self._fallback.items()
+                 if k in wanted and now - at < FALLBACK_INTERVAL}  # fmt: skip
+        readings = measure_pods(self._sysfs_root, self._proc_root, refs, wanted, cached=fresh)
+        self._fallback = {
+            k: (self._fallback[k][0] if k in fresh else now, r)
+            for k, r in readings.items()
+            if isinstance(r, PodNuma) and r.source == "numa_maps"
+        }
         pods = localities(audits, readings, topology, threshold=self.threshold)
         self._log_new(pods)
         node_remote: Mapping[int, float | None] = {}

@@ -50,13 +50,16 @@ def pod_pids(proc_root: Path, uid: str, *, limit: int = 4096) -> list[int]:
     return sorted(found)
 
 
-def numa_maps(proc_root: Path, pid: int) -> dict[int, int]:
+def numa_maps(
+    proc_root: Path, pid: int, *, limit: int = NUMA_MAPS_MAX_BYTES
+) -> tuple[dict[int, int], int]:
+    """(bytes per NUMA node, bytes of numa_maps read); SysfsError past `limit` bytes."""
     path = os.path.join(proc_root, str(pid), "numa_maps")
-    text = read_bounded(path, NUMA_MAPS_MAX_BYTES)
+    text = read_bounded(path, min(limit, NUMA_MAPS_MAX_BYTES))
     if not text.strip():
         # A live process always has mappings: empty means it exited (or is a zombie).
         raise SysfsError(f"{path}: empty (the process exited)", missing=True)
-    return parse_numa_maps(text, path=path)
+    return parse_numa_maps(text, path=path), len(text)
 
 
 def allowed(proc_root: Path, pid: int) -> tuple[frozenset[int], frozenset[int]]:

@@ -199,3 +199,44 @@ def test_the_table_shows_the_measured_locality_apart(
     assert rc == 0
     section = out.split("Memory locality (measured):")[1]
     assert "ml/train-0" in section and "25%" in section and "remote" in section
+
+
+def _gpu_audit(pod_name: str) -> Any:
+    from agent.audit.verdict import ContainerAudit
+
+    return ContainerAudit("ml", pod_name, "trainer", "aligned", "", (), (), (), frozenset(),
+                          False, frozenset({0}), frozenset(), frozenset(), ())  # fmt: skip
+
+
+def test_the_numa_maps_fallback_is_bounded_per_audit_and_reread_once_a_minute(
+    h100: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.audit import measure
+    from agent.audit.measure import PodRef
+    from agent.audit.probe import LocalityProbe
+    from agent.discovery.discover import DiscoveryOptions, discover
+
+    proc = tmp_path / "proc"
+    fs = CgroupFs(h100, proc, memory=None, cpuset=None)
+    uids = [f"0c6f3a49-7b8e-4f53-9d0e-3f4c2b1a9e7{i}" for i in range(3)]
+    for i, uid in enumerate(uids):
+        fs.add_pod(uid, [Container(f"{i}" * 64, NODE0_CPUS, [0], pids=[100 + i])],
+                   proc_pages={100 + i: {0: 1000}})  # fmt: skip
+    size = len((proc / "100/numa_maps").read_text())
+    monkeypatch.setattr(measure, "NUMA_MAPS_BUDGET", 2 * size)  # two processes' worth
+    topology = discover(DiscoveryOptions(sysfs_root=h100, use_nvml=False)).topology
+    refs = [PodRef("ml", f"p{i}", uid) for i, uid in enumerate(uids)]
+    audits = [_gpu_audit(f"p{i}") for i in range(3)]
+    now = [0.0]
+    probe = LocalityProbe(sysfs_root=h100, proc_root=proc, clock=lambda: now[0])
+    first = {p.pod: p for p in probe.measure(topology, audits, refs).pods}
+    assert [first[p].verdict for p in ("p0", "p1", "p2")] == ["local", "local", "unknown"]
+    assert "MiB of numa_maps one audit reads are spent" in first["p2"].reason
+    # Within the minute the two readings are reused: the budget goes to the third pod.
+    (proc / "100/numa_maps").write_text("")  # p0's process exited: not read again yet
+    now[0] = 30.0
+    second = {p.pod: p for p in probe.measure(topology, audits, refs).pods}
+    assert [second[p].verdict for p in ("p0", "p1", "p2")] == ["local", "local", "local"]
+    now[0] = 61.0  # p0's reading is a minute old: read again, and its process is gone
+    third = {p.pod: p for p in probe.measure(topology, audits, refs).pods}
+    assert third["p0"].verdict == "unknown" and "exited" in third["p0"].reason

@@ -171,7 +171,7 @@ def test_processes_are_found_by_their_cgroup_and_read(tmp_path: Path) -> None:
     (proc / "self").mkdir()  # non-numeric entries are not processes
     assert pr.pod_pids(proc, UID) == [101, 102]
     assert pr.allowed(proc, 101) == (frozenset({2, 3}), frozenset({0}))
-    assert pr.numa_maps(proc, 101)[1] == 8 * PAGE
+    assert pr.numa_maps(proc, 101)[0][1] == 8 * PAGE
 
 
 def test_a_process_that_exits_while_read_is_missing_not_empty(tmp_path: Path) -> None:
@@ -193,7 +193,8 @@ def test_this_machines_own_files(tmp_path: Path) -> None:
                    if n.startswith("node") and n[4:].isdigit())  # fmt: skip
     assert sorted(counters) == nodes and problems == ()
     assert all(c.numa_hit >= c.local_node >= 0 for c in counters.values()) or nodes == []
-    own = pr.numa_maps(Path("/proc"), os.getpid())
+    own, size = pr.numa_maps(Path("/proc"), os.getpid())
+    assert size > 0
     assert set(own) <= set(nodes) and sum(own.values()) > 0
     cpus, mems = pr.allowed(Path("/proc"), os.getpid())
     assert cpus == frozenset(os.sched_getaffinity(0))
