@@ -70,3 +70,49 @@ def test_an_idle_hour_changes_nothing_and_a_busy_window_publishes_once(
     assert zone0["attributes"] == [{"name": REMOTE_ACCESS_ATTRIBUTE, "value": "40"}]
     assert "attributes" not in last["zones"][1]  # idle all along: still no figure
     assert changes == 1  # the share held steady: one change, not one per window
+
+
+async def test_the_publisher_writes_nothing_in_an_idle_hour_then_once_for_a_busy_minute(
+    kubelet: FakeKubelet, tmp_path: Path
+) -> None:
+    """The real publisher over read_body: counts the writes an hour of rechecks makes."""
+    import asyncio
+    from functools import partial
+
+    from agent.nrt.publisher import Publisher
+    from tests.agent.nrt.fakes import ManualTime, MemoryStore, until
+
+    offer_dgx(kubelet)
+    kubelet.serve()
+    root = build("dgx-h100", tmp_path / "sys")
+    time, store = ManualTime(), MemoryStore()
+    store.clock = time.clock
+    rates = RemoteRates(clock=time.clock)
+    sources = NodeSources(sysfs_root=root, pod_resources_socket=kubelet.socket, rates=rates)
+    local = 7_724_312
+    write_counters(root, 0, local, 0)
+    write_counters(root, 1, local, 0)
+    publisher = Publisher(store, partial(read_body, sources), node_name="dgx-a",
+                          clock=time.clock, sleep=time.sleep, recheck=60.0)  # fmt: skip
+    stop = asyncio.Event()
+    task = asyncio.create_task(publisher.run(stop))
+
+    async def idle() -> None:
+        await until(lambda: time.waiting and not publisher.poked)
+
+    await idle()
+    assert len(store.writes) == 1  # the create
+    for minute in range(1, 61):  # idle: a few hundred pages a minute on each node
+        write_counters(root, 0, local + minute * 300, minute * 5)
+        write_counters(root, 1, local + minute * 200, 0)
+        time.advance(60)
+        await idle()
+    assert len(store.writes) == 1  # an idle hour: no write
+    write_counters(root, 0, local + 60 * 300 + 100_000, 60 * 5 + 100_000)  # a busy minute
+    time.advance(60)
+    await idle()
+    assert len(store.writes) == 2
+    assert store.obj is not None
+    assert store.obj["zones"][0]["attributes"] == [{"name": REMOTE_ACCESS_ATTRIBUTE, "value": "50"}]
+    stop.set()
+    await asyncio.wait_for(task, 5)
