@@ -4,7 +4,8 @@ Per pod: the share of its memory (pages the kernel counts, agent.audit.measure) 
 nodes of the GPUs its containers hold, and the share of the CPUs it may use there. The verdict
 reads the memory share only (exclusive CPUs already have `cpus-remote`):
 - `local`: at least `threshold` of the memory on the GPUs' nodes;
-- `remote`: less than that;
+- `remote`: less than that (a pod keeps its last verdict while its share is within
+  HYSTERESIS of the threshold);
 - `unknown`: nothing trustworthy was read (no UID, no cgroup, a process exited mid-read, a
   garbled file), no page counted yet, or the GPUs' NUMA nodes are unknown. Never `local`.
 This is where the pages are, not what the Memory Manager assigned (`memory-remote` in the
@@ -22,6 +23,7 @@ from agent.discovery.topology import Topology
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "HYSTERESIS",
     "LOCALITY_VERDICTS",
     "PodLocality",
     "gpu_pods",
@@ -35,6 +37,9 @@ LOCALITY_VERDICTS = ("local", "remote", "unknown")
 # (libraries' page cache, a loader that ran before pinning) is typically a few percent. Under
 # 80% on the GPUs' nodes is more than that: the pod's memory is not where its GPUs are.
 DEFAULT_THRESHOLD = 0.8
+# A pod whose share hovers at the threshold keeps its verdict until the share is this far on
+# the other side: one page fault more must not flip a series and a log line every audit.
+HYSTERESIS = 0.02
 _GIB = 1 << 30
 
 
@@ -85,6 +90,7 @@ def judge(
     reading: PodNuma | Unmeasured,
     topo: Topology,
     threshold: float,
+    previous: str | None = None,
 ) -> PodLocality:
     if isinstance(reading, Unmeasured):
         return PodLocality(namespace, pod, "unknown", reading.reason, gpu_numa)
@@ -103,7 +109,12 @@ def judge(
     if far:
         text += "; " + ", ".join(f"{_size(b)} on node {n}" for n, b in sorted(far.items()))
     text += f" ({reading.source})"
-    verdict = "local" if share >= threshold else "remote"
+    if previous == "local":
+        verdict = "local" if share >= threshold - HYSTERESIS else "remote"
+    elif previous == "remote":
+        verdict = "remote" if share < threshold + HYSTERESIS else "local"
+    else:
+        verdict = "local" if share >= threshold else "remote"
     if verdict == "remote":
         text += f"; under the {threshold:.0%} threshold"
     return replace(measured, verdict=verdict, reason=text, memory_share=share)
@@ -115,13 +126,16 @@ def localities(
     topo: Topology,
     *,
     threshold: float = DEFAULT_THRESHOLD,
+    previous: Mapping[tuple[str, str], str] | None = None,
 ) -> tuple[PodLocality, ...]:
-    """One PodLocality per pod holding a GPU, sorted by namespace and pod."""
+    """One PodLocality per pod holding a GPU, sorted by namespace and pod; `previous`: each
+    pod's last verdict (for the hysteresis)."""
     found = []
     for key, containers in sorted(gpu_pods(audits).items()):
         gpu_numa = frozenset().union(*containers.values())
         reading = readings.get(key, Unmeasured("not measured"))
-        found.append(judge(key[0], key[1], gpu_numa, reading, topo, threshold))
+        last = (previous or {}).get(key)
+        found.append(judge(key[0], key[1], gpu_numa, reading, topo, threshold, last))
     return tuple(found)
 
 

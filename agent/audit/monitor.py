@@ -171,6 +171,7 @@ class AuditMonitor:
         self._options = options
         self._probe = probe
         self._refs = refs
+        self._locality_failed: str | None = None
         self._metrics = metrics
         self._interval = interval
         self._machine_interval = machine_interval
@@ -216,7 +217,17 @@ class AuditMonitor:
         self._metrics.publish(audits, at=time.time())
         if self._probe is not None:
             refs = list(self._refs())  # on the loop: the pod watch feeds it there
-            report = await asyncio.to_thread(self._probe.measure, machine.topology, audits, refs)
+            try:
+                report = await asyncio.to_thread(
+                    self._probe.measure, machine.topology, audits, refs
+                )
+            except (OSError, ValueError) as e:  # the readers raise none; never stop the audit
+                if self._locality_failed != str(e):
+                    log.warning("no memory locality this audit: %s", e)
+                self._locality_failed = str(e)
+                report = LocalityReport(pods=())
+            else:
+                self._locality_failed = None
             self._metrics.publish_locality(report)
         return audits
 

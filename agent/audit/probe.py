@@ -68,7 +68,8 @@ class LocalityProbe:
             for k, r in readings.items()
             if isinstance(r, PodNuma) and r.source == "numa_maps"
         }
-        pods = localities(audits, readings, topology, threshold=self.threshold)
+        previous = {(ns, pod): verdict for ns, pod, verdict in self._seen}
+        pods = localities(audits, readings, topology, threshold=self.threshold, previous=previous)
         self._log_new(pods)
         node_remote: Mapping[int, float | None] = {}
         if self._rates is not None:
@@ -80,6 +81,7 @@ class LocalityProbe:
         return LocalityReport(pods=pods, node_remote=node_remote)
 
     def _log_new(self, pods: Sequence[PodLocality]) -> None:
+        # _seen holds every pod's last verdict: the log's memory and the hysteresis' input.
         now = {(p.namespace, p.pod, p.verdict) for p in pods}
         for p in pods:
             if p.verdict == "local" or (p.namespace, p.pod, p.verdict) in self._seen:

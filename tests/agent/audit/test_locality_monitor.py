@@ -116,3 +116,29 @@ def test_the_pod_index_is_bounded_and_forgets_finished_pods() -> None:
     assert [r.name for r in index.refs()] == ["p3"]
     index.observe({"metadata": {"name": "no-namespace"}})
     assert len(index.refs()) == 1
+
+
+def test_a_share_hovering_at_the_threshold_does_not_flip_the_verdict(
+    fresh_machine: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from agent.audit.verdict import ContainerAudit
+    from agent.discovery.discover import discover
+    from tests.agent.audit.cgroupfs import v2_numa_stat
+
+    root = fresh_machine("dgx-h100")
+    fs = CgroupFs(root, tmp_path / "proc")
+    uid = UIDS["near"]
+    fs.add_pod(uid, [Container("near-cid", range(4, 8), [0])], memory_bytes={0: GiB})
+    stat = fs.pod_dir(root / "fs/cgroup", uid, "guaranteed") / "memory.numa_stat"
+    topology = discover(DiscoveryOptions(sysfs_root=root, use_nvml=False)).topology
+    audit = ContainerAudit("ml", "near", "w", "aligned", "", (), (), (), frozenset(), False,
+                           frozenset({0}), frozenset(), frozenset(), ())  # fmt: skip
+    index = PodIndex()
+    index.observe(api_pod("near"))
+    probe = LocalityProbe(sysfs_root=root, proc_root=tmp_path / "proc")
+    seen = []
+    for percent in (85, 79, 81, 77, 79, 81, 83):  # threshold 80%, 2 points either side
+        stat.write_text(v2_numa_stat({0: percent, 1: 100 - percent}, {}, [0, 1]))
+        (report,) = probe.measure(topology, [audit], index.refs()).pods
+        seen.append(report.verdict)
+    assert seen == ["local", "local", "local", "remote", "remote", "remote", "local"]
