@@ -8,5 +8,10 @@ maps device-plugin IDs to GPUs and NICs of this machine, `nics` judges GPU-to-NI
 `render` prints the table and the JSON document, `monitor` keeps `run`'s Prometheus series in
 step (interval, socket recreation) and logs each failure once.
 
+Measured locality (where each GPU pod's pages really are): `measure` reads each pod's cgroup
+and processes through `sources` (the one other module here that reads), `locality` judges a
+pod against its GPUs' NUMA nodes (pure), `node_rates` turns the NUMA nodes' numastat counters
+into recent remote shares, `probe` runs one pass of the three.
+
 Imports: `discovery`, `sources` and `common`; never `sync` or `cli`.
 """

@@ -1,7 +1,9 @@
 """Discovery sources: each reads one kind of raw fact under a root path and derives nothing.
 
 Every source exposes `discover(root, ...) -> frozen dataclass`; `podresources` (the kubelet's
-gRPC API, stubs generated into `podresources_pb`) exposes `list_pod_resources(socket)`.
+gRPC API, stubs generated into `podresources_pb`) exposes `list_pod_resources(socket)`;
+`numa_stat`, `cgroups` and `procs` read the kernel's NUMA memory counters, pods' cgroups and
+processes for the measured locality (agent.audit.measure).
 The helpers here are the one place attribute files are read and cleaned, so a missing, empty
 or garbled file produces the same `SysfsError` everywhere and the caller decides whether to
 skip the device.
