@@ -87,6 +87,7 @@ class _Dirs:
     memory: dict[str, str]
     cpuset: dict[str, str]
     any: dict[str, str]
+    by_proc: dict[str, list[int]] | SysfsError | None = None  # from /proc, when needed
 
 
 def _dirs(sysfs_root: Path) -> _Dirs:
@@ -134,7 +135,14 @@ def _cpuset(
 def _pids(dirs: _Dirs, ref: PodRef, proc_root: Path) -> list[int]:
     if ref.uid in dirs.any:
         return cg.procs(dirs.any[ref.uid])
-    return pr.pod_pids(proc_root, ref.uid)
+    if dirs.by_proc is None:  # one /proc pass serves every pod of this audit
+        try:
+            dirs.by_proc = pr.pods_pids(proc_root)
+        except SysfsError as e:
+            dirs.by_proc = e
+    if isinstance(dirs.by_proc, SysfsError):
+        raise dirs.by_proc
+    return dirs.by_proc.get(ref.uid, [])
 
 
 @dataclass(slots=True)

@@ -1,8 +1,8 @@
 """Per-process NUMA facts under the proc root (reads only): the fallback where a pod's cgroup
 files are not readable.
 
-- `pod_pids(proc_root, uid)`: processes whose `/proc/<pid>/cgroup` names the pod's directory
-  (`pod<uid>` or the systemd `pod<uid with _>` form);
+- `pods_pids(proc_root)`: every pod's processes, by the pod directory their
+  `/proc/<pid>/cgroup` names (`pod<uid>`, or the systemd `pod<uid with _>` form), one pass;
 - `numa_maps(proc_root, pid)`: bytes per NUMA node of one process (agent.sources.numa_stat);
 - `allowed(proc_root, pid)`: `Cpus_allowed_list` and `Mems_allowed_list` from `status`.
 A process that exits while it is read raises SysfsError with `missing=True`: its numbers would
@@ -13,41 +13,48 @@ the agent lacks it this fallback reports the files unreadable.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from agent.sources import SysfsError, read_bounded
 from agent.sources.cpu import parse_cpulist
 from agent.sources.numa_stat import NUMA_MAPS_MAX_BYTES, parse_numa_maps
 
-__all__ = ["MAX_SCANNED", "allowed", "numa_maps", "pod_pids"]
+__all__ = ["MAX_SCANNED", "allowed", "numa_maps", "pods_pids"]
 
 # /proc entries looked at when searching a pod's processes (pid_max is 4194304 at most, but a
 # node runs far fewer): past this the search stops and says so.
 MAX_SCANNED = 1 << 16
 _CGROUP_MAX = 16 << 10
 _STATUS_MAX = 16 << 10
+_POD_IN_PATH = re.compile(
+    r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})"
+)
 
 
-def pod_pids(proc_root: Path, uid: str, *, limit: int = 4096) -> list[int]:
-    """Processes of the pod with this UID; SysfsError when /proc is unreadable or too big."""
-    needles = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+def pods_pids(proc_root: Path, *, limit: int = 4096) -> dict[str, list[int]]:
+    """Pod UID (with dashes) → its processes, from one pass over `/proc/*/cgroup`;
+    SysfsError when /proc is unreadable, too big, or a pod has more than `limit`."""
     try:
         entries = [e for e in os.listdir(proc_root) if e.isdigit()]
     except OSError as e:
         raise SysfsError(f"{proc_root}: unreadable ({e.strerror})") from None
     if len(entries) > MAX_SCANNED:
         raise SysfsError(f"{proc_root}: more than {MAX_SCANNED} processes to search")
-    found: list[int] = []
+    found: dict[str, list[int]] = {}
     for entry in entries:
         try:
             text = read_bounded(os.path.join(proc_root, entry, "cgroup"), _CGROUP_MAX)
         except SysfsError:
-            continue  # exited since the listing, or not ours to read: not the pod's
-        if any(n in text for n in needles):
-            found.append(int(entry))
-            if len(found) > limit:
-                raise SysfsError(f"pod {uid}: more than {limit} processes")
-    return sorted(found)
+            continue  # exited since the listing, or not ours to read: not a pod's
+        m = _POD_IN_PATH.search(text)
+        if m is None:
+            continue
+        pids = found.setdefault(m[1].replace("_", "-"), [])
+        pids.append(int(entry))
+        if len(pids) > limit:
+            raise SysfsError(f"pod {m[1]}: more than {limit} processes")
+    return {uid: sorted(pids) for uid, pids in found.items()}
 
 
 def numa_maps(

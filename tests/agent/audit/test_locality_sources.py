@@ -169,7 +169,7 @@ def test_processes_are_found_by_their_cgroup_and_read(tmp_path: Path) -> None:
     (proc / "7").mkdir()
     (proc / "7/cgroup").write_text("0::/system.slice/sshd.service\n")
     (proc / "self").mkdir()  # non-numeric entries are not processes
-    assert pr.pod_pids(proc, UID) == [101, 102]
+    assert pr.pods_pids(proc) == {UID: [101, 102]}
     assert pr.allowed(proc, 101) == (frozenset({2, 3}), frozenset({0}))
     assert pr.numa_maps(proc, 101)[0][1] == 8 * PAGE
 
