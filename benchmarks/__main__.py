@@ -34,6 +34,11 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "run_node_cache_bench",
     ),
     "discovery": ("Agent discovery", "benchmarks.bench_discovery", "run_discovery_bench"),
+    "locality": (
+        "Measured locality per audit, 110 pods (fixtures)",
+        "benchmarks.bench_locality",
+        "run_locality_bench",
+    ),
     "sync": ("Agent label sync", "benchmarks.bench_agent_sync", "run_sync_bench"),
     "prefetch": ("Dataset prefetch throughput", "benchmarks.bench_prefetch", "run_prefetch_bench"),
     "prefetch-peers": (

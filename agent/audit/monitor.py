@@ -7,7 +7,14 @@ Series (on the agent's own registry):
   containers of one node);
 - `topoplace_agent_gpu_containers{verdict}`: how many containers have each verdict;
 - `topoplace_agent_pod_resources_up`: 1 when the last `List` answered, else 0 — then the
-  per-container series are dropped (stale verdicts would mislead) and the counts read 0.
+  per-container series are dropped (stale verdicts would mislead) and the counts read 0;
+- with a LocalityProbe (agent.audit.probe), per GPU pod:
+  `topoplace_agent_pod_memory_locality{namespace, pod, verdict}` = 1 (`local`, `remote`,
+  `unknown`), `topoplace_agent_pod_memory_local_ratio{namespace, pod}` and
+  `topoplace_agent_pod_cpu_local_ratio{namespace, pod}` (0..1, only when measured); per
+  verdict `topoplace_agent_gpu_pods_memory_locality{verdict}`; per NUMA node
+  `topoplace_agent_numa_remote_allocation_ratio{numa_node}` (only when known). Cardinality:
+  3 series per GPU pod of the node, 1 per NUMA node, 3 counts.
 A socket that is absent, refused or answers garbage is logged once per distinct reason; the
 labelling goes on regardless.
 """
@@ -18,17 +25,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from agent.audit.facts import AuditOptions, Machine, audit, list_pods, read_machine
+from agent.audit.locality import locality_counts
+from agent.audit.measure import PodRef
+from agent.audit.probe import LocalityProbe, LocalityReport
 from agent.audit.render import counts
 from agent.audit.verdict import ContainerAudit
 from agent.discovery.discover import DiscoveryError
 from agent.sources.podresources import PodResourcesError
 
-__all__ = ["AuditMetrics", "AuditMonitor"]
+__all__ = ["AuditMetrics", "AuditMonitor", "LocalityMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +70,7 @@ class AuditMetrics:
             registry=registry,
         )
         self._series: set[_Key] = set()
+        self._locality = LocalityMetrics(registry)
         self.publish(())
         self.up.set(0)
 
@@ -76,9 +87,71 @@ class AuditMetrics:
             self.up.set(1)
             self.last_audit.set(at)
 
+    def publish_locality(self, report: LocalityReport) -> None:
+        self._locality.publish(report)
+
     def unavailable(self) -> None:
         self.publish(())
+        self._locality.publish(LocalityReport(pods=()))
         self.up.set(0)
+
+
+class LocalityMetrics:
+    """The measured-locality series; each pod's go when the pod does."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.verdict = Gauge(
+            "topoplace_agent_pod_memory_locality",
+            "1 for each GPU pod, labelled with its measured memory locality verdict",
+            ["namespace", "pod", "verdict"],
+            registry=registry,
+        )
+        self.memory = Gauge(
+            "topoplace_agent_pod_memory_local_ratio",
+            "Share of the GPU pod's memory pages on its GPUs' NUMA nodes (0..1)",
+            ["namespace", "pod"],
+            registry=registry,
+        )
+        self.cpu = Gauge(
+            "topoplace_agent_pod_cpu_local_ratio",
+            "Share of the CPUs the GPU pod may use that are on its GPUs' NUMA nodes (0..1)",
+            ["namespace", "pod"],
+            registry=registry,
+        )
+        self.counts = Gauge(
+            "topoplace_agent_gpu_pods_memory_locality",
+            "GPU pods by measured memory locality verdict",
+            ["verdict"],
+            registry=registry,
+        )
+        self.node_remote = Gauge(
+            "topoplace_agent_numa_remote_allocation_ratio",
+            "Share of the NUMA node's page allocations in the last window made for a task on "
+            "another node's CPU (numastat other_node / (local_node + other_node))",
+            ["numa_node"],
+            registry=registry,
+        )
+        self._series: dict[Gauge, set[tuple[str, ...]]] = {}
+        self.publish(LocalityReport(pods=()))
+
+    def _keep(self, gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
+        for gone in self._series.get(gauge, set()) - values.keys():
+            gauge.remove(*gone)
+        for key, value in values.items():
+            gauge.labels(*key).set(value)
+        self._series[gauge] = set(values)
+
+    def publish(self, report: LocalityReport) -> None:
+        pods = report.pods
+        self._keep(self.verdict, {(p.namespace, p.pod, p.verdict): 1 for p in pods})
+        self._keep(self.memory, {(p.namespace, p.pod): p.memory_share for p in pods
+                                 if p.memory_share is not None})  # fmt: skip
+        self._keep(self.cpu, {(p.namespace, p.pod): p.cpu_share for p in pods
+                              if p.cpu_share is not None})  # fmt: skip
+        self._keep(self.node_remote, {(str(n),): share for n, share in report.node_remote.items()
+                                      if share is not None})  # fmt: skip
+        for verdict, n in locality_counts(pods).items():
+            self.counts.labels(verdict=verdict).set(n)
 
 
 class AuditMonitor:
@@ -92,8 +165,13 @@ class AuditMonitor:
         interval: float = 10.0,
         machine_interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        probe: LocalityProbe | None = None,
+        refs: Callable[[], Iterable[PodRef]] = list,
     ) -> None:
         self._options = options
+        self._probe = probe
+        self._refs = refs
+        self._locality_failed: str | None = None
         self._metrics = metrics
         self._interval = interval
         self._machine_interval = machine_interval
@@ -137,6 +215,20 @@ class AuditMonitor:
         self._report(None)
         self._log_new(audits)
         self._metrics.publish(audits, at=time.time())
+        if self._probe is not None:
+            refs = list(self._refs())  # on the loop: the pod watch feeds it there
+            try:
+                report = await asyncio.to_thread(
+                    self._probe.measure, machine.topology, audits, refs
+                )
+            except (OSError, ValueError) as e:  # the readers raise none; never stop the audit
+                if self._locality_failed != str(e):
+                    log.warning("no memory locality this audit: %s", e)
+                self._locality_failed = str(e)
+                report = LocalityReport(pods=())
+            else:
+                self._locality_failed = None
+            self._metrics.publish_locality(report)
         return audits
 
     def _log_new(self, audits: Sequence[ContainerAudit]) -> None:

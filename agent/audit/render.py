@@ -5,6 +5,9 @@ JSON (contract, DESIGN "Output contracts"): `{"containers": [...], "counts": {ve
 "kubelet": {...}}`; each container has `namespace`, `pod`, `container`, `verdict`, `reason`,
 `problems` (every failed check), `gpus`, `nics`, `cpus`, `gpuNumaNodes`, `cpuNumaNodes`,
 `memoryNumaNodes` and `gpuNicLinks` (`[{gpu, nic, link}]`, link null when unknown).
+With the measured locality (agent.audit.probe): `"locality": {"threshold", "counts",
+"pods": [{namespace, pod, verdict, reason, gpuNumaNodes, memoryShare, cpuShare,
+memoryBytesByNumaNode, source}]}`; shares are null when not measured.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agent.audit.locality import PodLocality, locality_counts
+from agent.audit.probe import LocalityReport
 from agent.audit.resolve import Held
 from agent.audit.verdict import VERDICTS, ContainerAudit
 from agent.discovery.topology import Topology
@@ -63,9 +68,40 @@ def _container(a: ContainerAudit) -> dict[str, Any]:
     }
 
 
-def as_document(audits: Sequence[ContainerAudit], topology: Topology) -> dict[str, Any]:
-    k = topology.kubelet
+def _pod(p: PodLocality) -> dict[str, Any]:
+    def share(v: float | None) -> float | None:
+        return None if v is None else round(v, 4)
+
     return {
+        "namespace": p.namespace,
+        "pod": p.pod,
+        "verdict": p.verdict,
+        "reason": p.reason,
+        "gpuNumaNodes": _nodes(p.gpu_numa),
+        "memoryShare": share(p.memory_share),
+        "cpuShare": share(p.cpu_share),
+        "memoryBytesByNumaNode": {str(n): b for n, b in sorted(p.memory_bytes.items())},
+        "source": p.source,
+    }
+
+
+def _locality(report: LocalityReport, threshold: float | None) -> dict[str, Any]:
+    return {
+        "threshold": threshold,
+        "counts": locality_counts(report.pods),
+        "pods": [_pod(p) for p in report.pods],
+    }
+
+
+def as_document(
+    audits: Sequence[ContainerAudit],
+    topology: Topology,
+    report: LocalityReport | None = None,
+    *,
+    threshold: float | None = None,
+) -> dict[str, Any]:
+    k = topology.kubelet
+    doc = {
         "containers": [_container(a) for a in audits],
         "counts": counts(audits),
         "kubelet": {
@@ -79,6 +115,9 @@ def as_document(audits: Sequence[ContainerAudit], topology: Topology) -> dict[st
             },
         },
     }
+    if report is not None:
+        doc["locality"] = _locality(report, threshold)
+    return doc
 
 
 def _grid(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -99,7 +138,23 @@ def _nic_link(a: ContainerAudit) -> str:
     return a.nic_link or "?"
 
 
-def render_table(audits: Sequence[ContainerAudit]) -> str:
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _locality_lines(report: LocalityReport) -> list[str]:
+    """Where the memory is (measured), per GPU pod: apart from what the kubelet assigned."""
+    if not report.pods:
+        return []
+    rows = [["POD", "GPU NUMA", "MEM ON GPU NUMA", "CPUs ON GPU NUMA", "SOURCE", "LOCALITY"]]
+    rows += [[f"{p.namespace}/{p.pod}", _set(p.gpu_numa), _pct(p.memory_share),
+              _pct(p.cpu_share), p.source or "-", p.verdict] for p in report.pods]  # fmt: skip
+    lines = ["", "Memory locality (measured):", *_grid(rows)]
+    lines += [f"  {p.namespace}/{p.pod}: {p.verdict}: {p.reason}" for p in report.pods]
+    return lines
+
+
+def render_table(audits: Sequence[ContainerAudit], report: LocalityReport | None = None) -> str:
     if not audits:
         return "no running container holds a GPU\n"
     rows = [["POD", "CONTAINER", "GPUs", "GPU NUMA", "CPUs", "CPU NUMA", "MEM NUMA", "NICs",
@@ -124,4 +179,6 @@ def render_table(audits: Sequence[ContainerAudit]) -> str:
     lines += [f"  {a.namespace}/{a.pod}/{a.container}: {a.verdict}: {a.reason}" for a in audits]
     total = counts(audits)
     lines += ["", "Counts: " + ", ".join(f"{v}={n}" for v, n in total.items() if n)]
+    if report is not None:
+        lines += _locality_lines(report)
     return "\n".join(lines) + "\n"

@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable, Iterable
 
     from prometheus_client import CollectorRegistry
 
     from agent.audit.facts import AuditOptions
+    from agent.audit.measure import PodRef
+    from agent.audit.node_rates import RemoteRates
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,6 +37,16 @@ def _socket_path(text: str) -> Path:
     if not text:
         raise argparse.ArgumentTypeError("an empty socket path")
     return Path(text)
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"a share is more than 0 and at most 1, got {text}")
+    return value
 
 
 def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +65,22 @@ def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=Path("/proc"),
         metavar="DIR",
-        help="where /proc/driver/nvidia is read for GPU UUIDs (default: %(default)s)",
+        help="the host's /proc: driver/nvidia for GPU UUIDs and, where a pod's memory cgroup "
+        "is unreadable, its processes' numa_maps (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--locality-threshold",
+        type=_share,
+        default=0.8,
+        metavar="SHARE",
+        help="a GPU pod with less than this share (0 to 1) of its memory on its GPUs' NUMA "
+        "nodes is `remote` (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-locality",
+        dest="locality",
+        action="store_false",
+        help="do not measure where GPU pods' memory is (cgroup memory.numa_stat, numa_maps)",
     )
     parser.add_argument(
         "--gpu-resource",
@@ -64,10 +92,12 @@ def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.cli.pod_list import add_pod_list_arguments
     from agent.discovery.discover import add_discovery_arguments
 
     add_discovery_arguments(parser)
     add_pod_resources_arguments(parser)
+    add_pod_list_arguments(parser)
     parser.add_argument(
         "--output",
         choices=["table", "json"],
@@ -92,7 +122,9 @@ def audit_options(args: argparse.Namespace) -> AuditOptions:
 
 def run(args: argparse.Namespace) -> int:
     from agent.audit.facts import audit, list_pods, read_machine
+    from agent.audit.probe import LocalityProbe
     from agent.audit.render import as_document, render_table
+    from agent.cli.pod_list import PodListError, pod_refs
     from agent.discovery.discover import DiscoveryError
     from agent.sources.podresources import PodResourcesError
 
@@ -103,11 +135,27 @@ def run(args: argparse.Namespace) -> int:
     except (DiscoveryError, PodResourcesError) as e:
         log.error("audit failed: %s", e)
         return 1
+    try:
+        refs = pod_refs(args) if args.locality else []
+    except PodListError as e:
+        log.warning("memory locality unknown: %s", e)
+        refs = []
     audits = audit(machine, pods)
+    report = None
+    if args.locality:
+        probe = LocalityProbe(sysfs_root=options.discovery.sysfs_root, proc_root=args.proc_root,
+                              threshold=args.locality_threshold)  # fmt: skip
+        report = probe.measure(machine.topology, audits, refs)
     if args.output == "json":
-        text = json.dumps(as_document(audits, machine.topology), indent=2) + "\n"
+        text = (
+            json.dumps(
+                as_document(audits, machine.topology, report, threshold=args.locality_threshold),
+                indent=2,
+            )
+            + "\n"
+        )
     else:
-        text = render_table(audits)
+        text = render_table(audits, report)
     sys.stdout.write(text)
     return 0
 
@@ -132,18 +180,34 @@ def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def start_monitor(
-    args: argparse.Namespace, registry: CollectorRegistry, stop: asyncio.Event
+    args: argparse.Namespace,
+    registry: CollectorRegistry,
+    stop: asyncio.Event,
+    *,
+    refs: Callable[[], Iterable[PodRef]] = list,
+    rates: RemoteRates | None = None,
 ) -> set[asyncio.Task[None]]:
-    """The audit task of `run`, or none with --no-audit."""
+    """The audit task of `run`, or none with --no-audit. `refs`: the node's pods with their
+    UIDs (the pod watch's), `rates`: the NUMA nodes' remote shares, shared with the publisher."""
     import asyncio
 
     from agent.audit.monitor import AuditMetrics, AuditMonitor
+    from agent.audit.probe import LocalityProbe
 
     if not args.audit:
         return set()
     if args.audit_interval <= 0:
         raise SystemExit(f"--audit-interval must be more than 0 seconds, got {args.audit_interval}")
+    options = audit_options(args)
+    probe = None
+    if args.locality:
+        probe = LocalityProbe(
+            sysfs_root=options.discovery.sysfs_root,
+            proc_root=args.proc_root,
+            threshold=args.locality_threshold,
+            rates=rates,
+        )
     monitor = AuditMonitor(
-        audit_options(args), AuditMetrics(registry), interval=args.audit_interval
+        options, AuditMetrics(registry), interval=args.audit_interval, probe=probe, refs=refs
     )
     return {asyncio.create_task(monitor.run(stop))}

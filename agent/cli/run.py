@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 _SHUTDOWN_GRACE = 5.0
 
 
-def _pod_counts(metrics: AgentMetrics) -> Callable[[Mapping[str, Any]], None]:
-    """What the pod watch feeds every pod it sees: the kubelet refusals and the prefetches."""
+def _pod_counts(metrics: AgentMetrics, index: Any = None) -> Callable[[Mapping[str, Any]], None]:
+    """What the pod watch feeds every pod it sees: the kubelet refusals, the prefetches and
+    the pods' UIDs for the locality audit."""
     from agent.sync.prefetches import PrefetchCounts
     from agent.sync.refusals import KubeletRefusals
 
@@ -38,8 +39,21 @@ def _pod_counts(metrics: AgentMetrics) -> Callable[[Mapping[str, Any]], None]:
     def observe(pod: Mapping[str, Any]) -> None:
         refusals.observe(pod)
         prefetches.observe(pod)
+        if index is not None:
+            index.observe(pod)
 
     return observe
+
+
+def _locality_state(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(RemoteRates, PodIndex): the NUMA nodes' remote shares (the audit's metrics and the
+    NodeResourceTopology's zone attribute share one) and the pods' UIDs; None where off."""
+    from agent.audit.measure import PodIndex
+    from agent.audit.node_rates import RemoteRates
+
+    measuring = args.audit and args.locality
+    rates = RemoteRates() if measuring or args.node_resource_topology else None
+    return rates, PodIndex() if measuring else None
 
 
 def _positive_seconds(text: str) -> float:
@@ -137,10 +151,11 @@ async def _serve(args: argparse.Namespace) -> int:
         )
         watcher = asyncio.create_task(watch_cache(options.dataset_root, sync.poke, stop=stop))
         leasing = set()
-        publisher = _publisher(args, nodes.api, metrics)
+        rates, index = _locality_state(args)
+        publisher = _publisher(args, nodes.api, metrics, rates)
         if publisher is not None:
             leasing.add(asyncio.create_task(publisher.run(stop)))
-        if args.dataset_leases or publisher is not None:
+        if args.dataset_leases or publisher is not None or index is not None:
             from agent.sync.pod_watch import PodLeases
 
             # One watch of this node's pods serves both the leases and the publisher.
@@ -150,13 +165,19 @@ async def _serve(args: argparse.Namespace) -> int:
                 cache_root=options.dataset_root,
                 host_root=args.dataset_host_root,
                 on_event=publisher.poke if publisher is not None else lambda: None,
-                on_pod=_pod_counts(metrics),
+                on_pod=_pod_counts(metrics, index),
                 lease=args.dataset_leases,
             )
             leasing.add(asyncio.create_task(keeper.run(stop)))
         from agent.cli.audit import start_monitor
 
-        auditing = start_monitor(args, metrics.registry, stop)  # empty with --no-audit
+        auditing = start_monitor(  # empty with --no-audit
+            args,
+            metrics.registry,
+            stop,
+            refs=index.refs if index is not None else list,
+            rates=rates,
+        )
         log.info(
             "keeping node labels in sync",
             extra={"node": args.node_name, "resync_interval": args.resync_interval},
@@ -181,7 +202,7 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _publisher(args: argparse.Namespace, api: Any, metrics: AgentMetrics) -> Any:
+def _publisher(args: argparse.Namespace, api: Any, metrics: AgentMetrics, rates: Any) -> Any:
     """The NodeResourceTopology publisher, or None when turned off."""
     if not args.node_resource_topology:
         return None
@@ -196,6 +217,7 @@ def _publisher(args: argparse.Namespace, api: Any, metrics: AgentMetrics) -> Any
         pod_resources_socket=args.pod_resources_socket,
         kubelet_config=args.kubelet_config,
         kubelet_config_dir=args.kubelet_config_dir,
+        rates=rates,
     )
     return Publisher(
         TopologyApi(api),

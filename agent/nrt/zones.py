@@ -59,11 +59,14 @@ class Zone:
     numa_node: int
     resources: tuple[ResourceCount, ...]
     costs: tuple[tuple[int, int], ...] = ()  # (other NUMA node, distance)
+    attributes: tuple[tuple[str, str], ...] = ()  # (name, value): the remote-access share
 
     def wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {"name": zone_name(self.numa_node), "type": "Node"}
         if self.costs:
             body["costs"] = [{"name": zone_name(n), "value": d} for n, d in self.costs]
+        if self.attributes:
+            body["attributes"] = [{"name": n, "value": v} for n, v in self.attributes]
         body["resources"] = [r.wire() for r in self.resources]
         return body
 

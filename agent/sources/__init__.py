@@ -1,7 +1,9 @@
 """Discovery sources: each reads one kind of raw fact under a root path and derives nothing.
 
 Every source exposes `discover(root, ...) -> frozen dataclass`; `podresources` (the kubelet's
-gRPC API, stubs generated into `podresources_pb`) exposes `list_pod_resources(socket)`.
+gRPC API, stubs generated into `podresources_pb`) exposes `list_pod_resources(socket)`;
+`numa_stat`, `cgroups` and `procs` read the kernel's NUMA memory counters, pods' cgroups and
+processes for the measured locality (agent.audit.measure).
 The helpers here are the one place attribute files are read and cleaned, so a missing, empty
 or garbled file produces the same `SysfsError` everywhere and the caller decides whether to
 skip the device.
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["SysfsError", "read_int", "read_link_name", "read_text"]
+__all__ = ["SysfsError", "read_bounded", "read_int", "read_link_name", "read_text"]
 
 # sysfs attributes are small; reading a bounded amount keeps a bogus huge file harmless.
 _MAX_ATTR = 4096
@@ -68,3 +70,28 @@ def read_link_name(path: str) -> str:
     if not name or name in (".", ".."):
         raise SysfsError(f"{path}: link target {target!r} names nothing")
     return name
+
+
+def read_bounded(path: str, limit: int) -> str:
+    """A whole file up to `limit` bytes; SysfsError when missing, unreadable or longer.
+
+    ProcessLookupError (ESRCH, a process that exited between listing and reading) is a missing
+    file too.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                size += len(chunk)
+                if size > limit:
+                    raise SysfsError(f"{path}: longer than {limit} bytes")
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+    except (FileNotFoundError, ProcessLookupError):
+        raise SysfsError(f"{path}: missing", missing=True) from None
+    except OSError as e:
+        raise SysfsError(f"{path}: unreadable ({e.strerror})") from None
+    return b"".join(chunks).decode("ascii", "replace")

@@ -26,6 +26,8 @@ ADMISSIONS = "topoplace_webhook_admission_requests_total"
 REFUSALS = "topoplace_agent_kubelet_refusals_total"
 EXPIRY = "topoplace_webhook_tls_certificate_expiry_timestamp_seconds"
 BLOCKED = "topoplace_agent_dataset_cache_evictions_blocked_total"
+_TRAINER = 'topoplace_agent_pod_memory_locality{node="n1",namespace="ml",pod="train-0"'
+LOCAL, REMOTE, UNKNOWN = (f'{_TRAINER},verdict="{v}"}}' for v in ("local", "remote", "unknown"))
 AGENT = 'node="n1",pod="topoplace-agent-x",namespace="topoplace-system"'
 
 
@@ -168,6 +170,19 @@ CASES: dict[str, list[Any]] = {
         _quiet("TopoplaceDatasetCacheCannotEvict", {f"{BLOCKED}{{{AGENT}}}": "0x40"}, "30m"),
         # The last blocked one is over 30 minutes old: the cache has made room since.
         _quiet("TopoplaceDatasetCacheCannotEvict", {f"{BLOCKED}{{{AGENT}}}": "0x5 1x60"}, "50m"),
+    ],
+    "TopoplacePodMemoryRemote": [
+        # The trainer's pages stay on the far socket from minute 5 on.
+        _fires(
+            "TopoplacePodMemoryRemote",
+            {LOCAL: "1x4", REMOTE: "_x4 1x50"},
+            "40m",
+            WARN | {"node": "n1", "namespace": "ml", "pod": "train-0"},
+        ),
+        # Remote for 20 minutes, then local again (the pages migrated): no alert.
+        _quiet("TopoplacePodMemoryRemote", {REMOTE: "1x20", LOCAL: "_x20 1x30"}, "45m"),
+        # Unknown (cgroup unreadable) for an hour: never read as remote.
+        _quiet("TopoplacePodMemoryRemote", {UNKNOWN: "1x60"}, "60m"),
     ],
 }
 

@@ -15,7 +15,7 @@ from webhook.explain.checks import PodPlan
 from webhook.topology.fit import free_fit
 from webhook.topology.zones import NodeZones
 
-__all__ = ["NUMA_FREE_CHECK", "ZonesOf", "free_refusal"]
+__all__ = ["NUMA_FREE_CHECK", "ZonesOf", "free_refusal", "remote_note", "remote_penalty"]
 
 NUMA_FREE_CHECK = "numa-free"  # the check group explain reports
 ZonesOf = Callable[[str], NodeZones | None]
@@ -27,3 +27,22 @@ def free_refusal(plan: PodPlan, zones: NodeZones | None) -> str | None:
         return None
     verdict = free_fit(zones, plan.units)
     return None if verdict.fits else f"now: {verdict.reason}"
+
+
+def remote_penalty(zones: NodeZones | None, weight: int, max_score: int = 10) -> int:
+    """Extender score points a node loses to measured remote access (policy
+    `placement.remoteAccessWeight`): max_score × weight/100 × percent/100, rounded; 0 without
+    a figure (reactive: a node nothing ran on is not penalised) or with weight 0."""
+    if zones is None or zones.remote_access_percent is None or weight <= 0:
+        return 0
+    return round(max_score * weight * zones.remote_access_percent / 10_000)
+
+
+def remote_note(zones: NodeZones | None, weight: int) -> str | None:
+    """The node's recent remote-access figure in words, or None where it publishes none."""
+    if zones is None or zones.remote_access_percent is None:
+        return None
+    text = f"recent remote memory access {zones.remote_access_percent}% (measured, busiest zone)"
+    if weight > 0:
+        text += f"; remoteAccessWeight {weight}: extender score -{remote_penalty(zones, weight)}"
+    return text

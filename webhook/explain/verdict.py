@@ -16,7 +16,7 @@ from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.explain.alike import alike_key
 from webhook.explain.checks import Check, PodPlan, plan_for
-from webhook.explain.free import NUMA_FREE_CHECK, ZonesOf, free_refusal
+from webhook.explain.free import NUMA_FREE_CHECK, ZonesOf, free_refusal, remote_note
 from webhook.explain.kubelet import kubelet_note, topology_failure
 from webhook.explain.pairs import PairsVerdict, pairs_verdict
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
@@ -32,6 +32,7 @@ from webhook.topology.filters.tolerations import (
     untolerated,
 )
 from webhook.topology.requests import Amounts, format_amount
+from webhook.topology.zones import NodeZones
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 __all__ = [
@@ -294,6 +295,9 @@ def explain_pod(
     else:
         plan = plan_for(mutation.pod, policy)
         judged = _judge_all(plan, nodes, zones)
+        if zones is not None:  # each node's own measured remote access (not alike-shared)
+            weight = policy.spec.placement.remote_access_weight if policy is not None else 0
+            judged = (_with_remote(v, zones(v.node), weight) for v in judged)
         verdicts = tuple(sorted(judged, key=_order))
     name = label or _pod_label(pod)
     return Explanation(
@@ -319,6 +323,11 @@ def _now(verdict: NodeVerdict, plan: PodPlan, zones: ZonesOf | None) -> NodeVerd
     if reason is None:
         return verdict
     return replace(verdict, fits=False, reason=reason, check=NUMA_FREE_CHECK, reasons=(reason,))
+
+
+def _with_remote(verdict: NodeVerdict, zones: NodeZones | None, weight: int) -> NodeVerdict:
+    note = remote_note(zones, weight)
+    return verdict if note is None else replace(verdict, notes=(*verdict.notes, note))
 
 
 def _pod_label(pod: Mapping[str, Any]) -> str:

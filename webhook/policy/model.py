@@ -117,6 +117,10 @@ class Placement(_Model):
     GPUs (Topoplace's own is topoplace-numa-scheduler)."""
     keep_together: KeepTogether | None = None
     """Keep a workload's pods within one NVLink domain or network block."""
+    remote_access_weight: int = Field(default=0, ge=0, le=100)
+    """Opt-in, 0 (off) to 100: the extender lowers a node's score by this share of the
+    highest recent remote-access percent its NUMA zones publish (measured by the agents;
+    reactive: the first jobs on a node teach it)."""
 
     @model_validator(mode="after")
     def _scheduler_needs_refusing_kubelets(self) -> Placement:

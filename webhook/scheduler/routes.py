@@ -11,18 +11,21 @@ from aiohttp import web
 
 from webhook import jsonio
 from webhook.scheduler.extender import (
+    MAX_SCORE,
     ExtenderArgs,
     ZonesOf,
     filter_nodes,
     parse_args,
     prioritize,
 )
+from webhook.scheduler.locality import WeightOf, lower_scores
 
-__all__ = ["FILTER_PATH", "PRIORITIZE_PATH", "ZONES", "add_routes"]
+__all__ = ["FILTER_PATH", "PRIORITIZE_PATH", "REMOTE_WEIGHT", "ZONES", "add_routes"]
 
 FILTER_PATH = "/scheduler/filter"
 PRIORITIZE_PATH = "/scheduler/prioritize"
 ZONES = web.AppKey("topoplace_zones", ZonesOf)
+REMOTE_WEIGHT = web.AppKey("topoplace_remote_weight", WeightOf)
 
 
 async def _args(request: web.Request) -> ExtenderArgs:
@@ -40,11 +43,19 @@ async def _filter(request: web.Request) -> web.Response:
 
 async def _prioritize(request: web.Request) -> web.Response:
     args = await _args(request)
-    result = prioritize(args, request.app[ZONES])
+    zones_of = request.app[ZONES]
+    result = prioritize(args, zones_of)
+    # Opt-in per policy (placement.remoteAccessWeight): measured remote access lowers a score.
+    result = lower_scores(result, args.pod, zones_of, request.app[REMOTE_WEIGHT], MAX_SCORE)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
-def add_routes(app: web.Application, zones_of: ZonesOf) -> None:
+def _no_weight(_pod: object) -> int:
+    return 0
+
+
+def add_routes(app: web.Application, zones_of: ZonesOf, weight_of: WeightOf = _no_weight) -> None:
     app[ZONES] = zones_of
+    app[REMOTE_WEIGHT] = weight_of
     app.router.add_post(FILTER_PATH, _filter)
     app.router.add_post(PRIORITIZE_PATH, _prioritize)

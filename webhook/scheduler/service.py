@@ -12,6 +12,7 @@ from aiohttp import web
 
 from webhook.policy.loader import PolicySet
 from webhook.scheduler.leases import SchedulerLeases
+from webhook.scheduler.locality import policy_weight
 from webhook.scheduler.nrt_cache import NrtCache
 from webhook.scheduler.routes import add_routes
 
@@ -28,10 +29,11 @@ def _named(policies: PolicySet | None) -> Iterable[str]:
 class NumaScheduling:
     def __init__(self, policies: Callable[[], PolicySet | None], *, lease_interval: float = 10.0):
         self.zones = NrtCache()
+        self._policies = policies
         self.leases = SchedulerLeases(lambda: _named(policies()), interval=lease_interval)
 
     def add_routes(self, app: web.Application) -> None:
-        add_routes(app, self.zones.get)
+        add_routes(app, self.zones.get, policy_weight(self._policies))
 
     def tasks(self, kubeconfig: Path | None) -> list[Coroutine[Any, Any, None]]:
         return [self.zones.run(kubeconfig), self.leases.run(kubeconfig)]

@@ -13,7 +13,11 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from common.node_resource_topology import POLICY_ATTRIBUTE, SCOPE_ATTRIBUTE
+from common.node_resource_topology import (
+    POLICY_ATTRIBUTE,
+    REMOTE_ACCESS_ATTRIBUTE,
+    SCOPE_ATTRIBUTE,
+)
 from webhook.policy.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -48,6 +52,9 @@ class NodeZones:
     zones: tuple[Zone, ...]
     policy: str | None  # the kubelet's topologyManagerPolicy, when the object says
     scope: str  # "container" (the kubelet's default) or "pod"
+    # The highest recent remote-access percent of its zones (the agent's zone attribute);
+    # None where no zone has one. Not part of what makes zones alike: counts only.
+    remote_access_percent: int | None = None
 
     def free(self, resource: str) -> tuple[Decimal, ...]:
         """Available `resource` per zone, in zone order."""
@@ -92,6 +99,7 @@ def zones_from_object(obj: Mapping[str, Any]) -> NodeZones:
     if not isinstance(name, str) or not name:
         raise ZoneError("metadata.name: missing")
     zones = []
+    remote: list[int] = []
     for i, zone in enumerate(obj.get("zones") or ()):
         if not isinstance(zone, Mapping):
             raise ZoneError(f"{name}: zones[{i}] is not an object")
@@ -99,13 +107,25 @@ def zones_from_object(obj: Mapping[str, Any]) -> NodeZones:
             continue  # sockets, cores, caches: only NUMA nodes hold devices
         available, allocatable, capacity = _resources(zone, f"{name}: zones[{i}]")
         zones.append(Zone(str(zone.get("name") or i), available, allocatable, capacity))
+        percent = _percent(_attributes(zone).get(REMOTE_ACCESS_ATTRIBUTE))
+        if percent is not None:
+            remote.append(percent)
     attributes = _attributes(obj)
     return NodeZones(
         node=name,
         zones=tuple(sorted(zones, key=lambda z: _zone_order(z.name))),
         policy=attributes.get(POLICY_ATTRIBUTE),
         scope=attributes.get(SCOPE_ATTRIBUTE) or "container",
+        remote_access_percent=max(remote, default=None),
     )
+
+
+def _percent(value: str | None) -> int | None:
+    """A whole percent 0..100; anything else is no figure (an optional hint, never a reason
+    to drop the node's zones)."""
+    if value is None or not value.isdigit() or int(value) > 100:
+        return None
+    return int(value)
 
 
 def _zone_order(name: str) -> tuple[int, str]:
