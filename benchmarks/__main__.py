@@ -47,6 +47,11 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "run_prefetch_peers_bench",
     ),
     "memory": ("Memory", "benchmarks.bench_memory", "run_memory_bench"),
+    "bounded": (
+        "Bounded work for any input: extreme pods, the alias bomb, an admission fuzz",
+        "benchmarks.bench_bounded",
+        "run_bounded_bench",
+    ),
     # Not in the default run: it needs the real control plane (make bench-e2e).
     "e2e": (
         "Pod create through the real kube-apiserver: our webhook next to its peers",
