@@ -37,14 +37,31 @@ spec:
     memoryPerGpu: 96Gi
     rdma: {resource: rdma/ib, perGpu: 1}
 """
+# Issue 44's example: a policy silent on topologyManagerPolicies still makes the pod
+# Guaranteed with a NIC per GPU: its kubelet-shape terms keep it off kubelets that must
+# refuse it (an 8-GPU pod with 32 CPUs on a restricted DGX H100), under every policy.
+SILENT_POLICY = """\
+apiVersion: topoplace.io/v1alpha1
+kind: PlacementPolicy
+metadata:
+  name: truth-silent
+spec:
+  placement:
+    gpuNicPairs: true
+  resources:
+    guaranteed: true
+    cpuPerGpu: 4
+    rdma: {resource: rdma/ib, perGpu: 1}
+"""
 POLICY_FILE = "truth-numa.yaml"
+SILENT_FILE = "truth-silent.yaml"
 GPU_COUNTS = (1, 2, 4, 8)
 # (policy, GPUs): the test policy twice over (two pods of a size may land on different
-# machines), and the two shipped policies that allow only aligning kubelets.
+# machines), the two shipped policies that allow only aligning kubelets, and the silent one.
 POLICY_CASES = [
     *(
         (p, g)
-        for p in ("truth-numa", "truth-numa", "inference", "single-numa-partial")
+        for p in ("truth-numa", "truth-numa", "inference", "single-numa-partial", "truth-silent")
         for g in GPU_COUNTS
     ),
 ]
@@ -70,11 +87,11 @@ class PolicyRow:
 
 @contextmanager
 def truth_policy(kubectl: Kubectl) -> Iterator[None]:
-    patch_policies(kubectl, {POLICY_FILE: TRUTH_POLICY})
+    patch_policies(kubectl, {POLICY_FILE: TRUTH_POLICY, SILENT_FILE: SILENT_POLICY})
     try:
         yield
     finally:
-        patch_policies(kubectl, {POLICY_FILE: None}, wait=False)
+        patch_policies(kubectl, {POLICY_FILE: None, SILENT_FILE: None}, wait=False)
 
 
 def _settle(kubectl: Kubectl, namespace: str, name: str) -> tuple[str, str, str]:
