@@ -5,6 +5,7 @@ scheduler saying why, when no node satisfies the policy."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from common.vocabulary import Label, dataset_label
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-from tests.e2e.helpers import REPO, events, node_labels, training_pod, wait_bound
+from tests.e2e.helpers import REPO, events, explain, node_labels, training_pod, wait_bound
 from tests.e2e.kubelet_truth import wait_admitted_or_refused
 from webhook.policy.loader import load_policy_dir
 
@@ -183,3 +184,48 @@ def test_a_pod_using_a_cached_version_holds_a_lease_until_it_is_gone(
     procs.wait_for(lambda: (leases / uid).exists(), f"the agent's lease for pod reader in {leases}")
     kubectl("delete", "pod", "reader", "-n", namespace, "--grace-period=0", "--force")
     procs.wait_for(lambda: not (leases / uid).exists(), "the lease of deleted pod reader dropped")
+
+
+# kube-scheduler's words in a FailedScheduling event for each filter, and explain's check
+# groups that stand for it (issue 44: explain reports each node's first failure in the
+# scheduler's filter order).
+_SCHEDULER_WORDS = {
+    "cordoned": r"(\d+) node\(s\) were unschedulable",
+    "taints": r"(\d+) node\(s\) had untolerated taint",
+    "affinity": r"(\d+) node\(s\) didn't match Pod's node affinity/selector",
+}
+
+
+def _filter_of(check: str) -> str | None:
+    if check in ("cordoned", "taints"):
+        return check
+    if check.startswith("allocatable ") or check in ("kubelet topology manager", "numa-free"):
+        return None  # not a filter that runs before NodeAffinity's verdict here
+    return "affinity"  # the agent's labels, the policy's terms, the pod's own affinity
+
+
+def test_explain_names_each_node_as_the_schedulers_event_does(
+    cluster: Cluster, kubectl: Kubectl, namespace: str, create: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A tainted node that would also fail the policy's affinity: kube-scheduler's event counts
+    it under the taint (TaintToleration runs before NodeAffinity), and so does explain."""
+    tainted = "dgx-h100-a"
+    taint = "topoplace-e2e/maintenance=firmware:NoSchedule"
+    kubectl.run("taint", "node", tainted, taint)
+    try:
+        pod = training_pod("ordered", "single-numa-partial", 8)
+        create(pod, namespace)
+        failed = procs.wait_for(
+            lambda: events(kubectl, namespace, "ordered", "FailedScheduling"),
+            "a FailedScheduling event for pod ordered",
+        )
+        message = failed[-1]["message"]
+        verdicts = explain(cluster, pod, namespace, tmp_path)["nodes"]
+        firsts = {v["node"]: _filter_of(v["check"] or "") for v in verdicts if not v["fits"]}
+        assert firsts[tainted] == "taints", verdicts
+        for name, pattern in _SCHEDULER_WORDS.items():
+            found = re.search(pattern, message)
+            counted = sum(1 for f in firsts.values() if f == name)
+            assert (int(found.group(1)) if found else 0) == counted, (name, message, firsts)
+    finally:
+        kubectl.run("taint", "node", tainted, taint + "-")
