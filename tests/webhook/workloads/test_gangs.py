@@ -340,3 +340,26 @@ def test_discovery_reads_resources_and_gates() -> None:
     assert "GenericWorkload on" in seen.describe() and "WorkloadWithJob off" in seen.describe()
     assert parse_resources({"kind": "Status"}) == frozenset()
     assert parse_gates("garbage\n{}\n") == {}
+
+
+def test_validate_says_which_mechanism_each_workload_gets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from webhook.cli.main import main as webhook_main
+
+    _policies(tmp_path)
+    assert webhook_main(["validate", str(tmp_path)]) == 0
+    (note,) = [line for line in capsys.readouterr().err.splitlines() if "keepTogether" in line]
+    assert note.startswith("note: ") and "policy p: keepTogether network-tier-2 (required)" in note
+    assert "a Job: a gang PodGroup (spec.scheduling) where the cluster serves" in note
+    assert "Kueue's topology annotations" in note and "exclusive-topology" in note
+
+
+def test_mechanisms_on_a_cluster_that_was_looked_at(tmp_path: Path) -> None:
+    from webhook.workloads.gangs import mechanisms
+
+    rule = _policies(tmp_path)["p"].spec.placement.keep_together
+    assert rule is not None
+    assert "a Job: a gang PodGroup in one domain" in mechanisms(rule, ON)
+    off = WorkloadScheduling(SERVED, ALL_ON | {"TopologyAwareWorkloadScheduling": False})
+    assert "a Job: the first pod's affinity (feature gate TopologyAware" in mechanisms(rule, off)
