@@ -98,9 +98,11 @@ def keep_together(
     kind = obj.get("kind")
     if labels.get(KUEUE_QUEUE_LABEL):
         return _kueue(obj, rule)
-    groups = group_names([t.pod for t in pod_templates(obj)])
+    pods = [t.pod for t in pod_templates(obj)]
+    groups = group_names(pods)
     if groups:
-        return _named_groups(obj, groups, scheduling)
+        ungrouped = len(pods) - sum(1 for p in pods if group_names([p]))
+        return _named_groups(obj, groups + ["no group"] * min(ungrouped, 1), scheduling)
     if kind == "Job" and rule.mode == "required" and _gang_job(obj, scheduling):
         after, warnings = job_gang(obj, rule)
         return Together(after, "podgroup", warnings)

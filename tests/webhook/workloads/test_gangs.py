@@ -207,6 +207,15 @@ def test_pods_naming_two_podgroups_are_left_as_written(tmp_path: Path) -> None:
         assert "affinity" not in replicated["template"]["spec"]["template"]["spec"]
     (two,) = [w for w in warnings if "PodGroups" in w]
     assert "2 PodGroups (gang-a, gang-b)" in two and "left as written" in two
+    # One template in a group, the other in none: not one group either.
+    del jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"][
+        "schedulingGroup"
+    ]
+    after, warnings = _applied(jobset, _policies(tmp_path), ON)
+    assert any("2 PodGroups (gang-a, no group)" in w for w in warnings)
+    assert (
+        "affinity" not in after["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    )
 
 
 def test_a_pod_naming_its_group_is_no_lone_pod(tmp_path: Path) -> None:
