@@ -26,7 +26,15 @@ from common.vocabulary import Label
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
-from tests.e2e.across_fleet import BLOCK_GPUS, BLOCKS, POLICY_DOC, POLICY_FILE, across_fleet, job
+from tests.e2e.across_fleet import (
+    BLOCK_GPUS,
+    BLOCKS,
+    POLICY_DOC,
+    POLICY_FILE,
+    across_fleet,
+    affinity_job,
+    job,
+)
 from tests.e2e.helpers import REPO, cluster_cli, pods
 
 GANG = {"gang": {}}
@@ -173,21 +181,7 @@ def test_the_same_two_jobs_with_first_pod_affinity_for_comparison(
     what the affinity does guarantee: a Job's bound pods share one block."""
     size = BLOCK_GPUS - 2
     for name in ("left", "right"):
-        spec = job(name, size, policy=None, on_the_fleet=True)
-        template = spec["spec"]["template"]["spec"]
-        (trainer,) = template["containers"]
-        trainer["resources"] = {
-            "requests": {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": 1},
-            "limits": {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": 1},
-        }  # what the policy gives each pod
-        term = {
-            "labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
-            "topologyKey": Label.NETWORK_TIER_2,
-        }
-        template["affinity"]["podAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [term]
-        }
-        stored = json.loads(create(spec, namespace).stdout)
+        stored = json.loads(create(affinity_job(name, size), namespace).stdout)
         assert "scheduling" not in stored["spec"]
     settled = _settled(kubectl, namespace, {"left": size, "right": size})
     report = {
