@@ -63,6 +63,23 @@ async def test_a_cluster_with_the_api_and_two_gates(served: Any) -> None:
     assert server.seen == ["/apis/scheduling.k8s.io/v1beta1", "/metrics"]
 
 
+async def test_the_gates_are_found_at_the_end_of_megabytes_of_metrics(served: Any) -> None:
+    """A real v1.37.2 API server's /metrics is 2.2 MB with the gate lines near the end (name
+    order): the whole body is read, not the first chunk that arrived."""
+    server, api = served
+    filler = "".join(
+        f'apiserver_request_total{{code="200",resource="r{i}",verb="GET"}} {i}\n'
+        for i in range(40_000)
+    )
+    server.metrics = (200, filler + _METRICS)
+    seen = await look_once(api)
+    assert seen.gates == {
+        "GenericWorkload": True,
+        "TopologyAwareWorkloadScheduling": True,
+        "WorkloadWithJob": False,
+    }
+
+
 async def test_no_api_and_no_right_to_metrics_are_answers(served: Any) -> None:
     server, api = served
     server.resources = (404, {"kind": "Status", "code": 404})
