@@ -191,3 +191,16 @@ def test_the_same_two_jobs_with_first_pod_affinity_for_comparison(
     print(f"first-pod affinity, two {size}-pod Jobs on 2 blocks of {BLOCK_GPUS}: {report}")
     for found in settled.values():
         assert len(_blocks(found)) <= 1  # the affinity keeps what it binds in one block
+
+
+def test_a_job_no_block_holds_with_first_pod_affinity_starts_in_part(
+    fleet: None, kubectl: Kubectl, namespace: str, create: Any
+) -> None:
+    """The comparison for the Pending-whole scenario: with the affinity nothing holds the
+    job back as a whole, so a block's worth binds and the rest waits (what a gang avoids)."""
+    size = BLOCK_GPUS + 1
+    create(affinity_job("too-big", size), namespace)
+    found = _settled(kubectl, namespace, {"too-big": size})["too-big"]
+    bound = sum(map(_bound, found))
+    print(f"first-pod affinity, one {size}-pod Job on 2 blocks of {BLOCK_GPUS}: {bound} bound")
+    assert len(_blocks(found)) == 1 and 0 < bound <= BLOCK_GPUS
