@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 
-.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e bench-e2e bench-scale bench-churn chart
+.PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e e2e-podgroups bench-e2e bench-scale bench-churn chart
 
 $(VENV)/.stamp-runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,13 @@ cluster-down: $(VENV)/.stamp-runtime
 e2e: $(VENV)/.stamp-test e2e-bin
 	@$(PY) -m e2e.cluster up || { $(PY) -m e2e.cluster down; exit 1; }; \
 	$(PY) -m pytest -q -m e2e -p no:cacheprovider tests/e2e; rc=$$?; \
+	$(PY) -m e2e.cluster down || { [ $$rc -ne 0 ] || rc=1; }; exit $$rc
+
+# The same with Kubernetes' own gang and topology-aware scheduling turned on (Workload API and
+# its gates, off in the default cluster): its own cluster, only tests/e2e/test_podgroups.py.
+e2e-podgroups: $(VENV)/.stamp-test e2e-bin
+	@TOPOPLACE_E2E_WORKLOAD_SCHEDULING=1 $(PY) -m e2e.cluster up || { $(PY) -m e2e.cluster down; exit 1; }; \
+	$(PY) -m pytest -q -m e2e -p no:cacheprovider tests/e2e/test_podgroups.py; rc=$$?; \
 	$(PY) -m e2e.cluster down || { [ $$rc -ne 0 ] || rc=1; }; exit $$rc
 
 # Pod create latency through the real API server, webhook called vs skipped, and pod create to

@@ -4,10 +4,12 @@ required keepTogether policy or not, on the across-nodes fleet (tests/e2e/across
 
 Both jobs ask for nodes with a known block (the default nodes have GPUs too), 1 GPU a pod;
 the one with the policy becomes Guaranteed (2 CPUs, 1 GiB a GPU) and gets pod affinity to its
-own pods over network-tier-2. Rounds alternate the two, so drift on this noisy machine hits
-both alike; each job is deleted, and its pods gone, before the next. Timed from the create
-call to the poll that sees all 4 Running (every 0.1 s). Uses a running `make cluster`, or
-starts one.
+own pods over network-tier-2, or, on a cluster with Kubernetes' Workload API and gates on
+(TOPOPLACE_E2E_WORKLOAD_SCHEDULING=1), a gang PodGroup on it; there a third job, the same
+affinity written by hand, runs in the same rounds for comparison. Rounds alternate the order,
+so drift on this noisy machine hits all alike; each job is deleted, and its pods gone,
+before the next. Timed from the create call to the poll that sees all 4 Running (every
+0.1 s). Uses a running `make cluster`, or starts one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from benchmarks.bench_e2e import running_cluster
 from e2e import procs
 from e2e.kube import Kubectl
-from tests.e2e.across_fleet import BLOCKS, POLICY, across_fleet, job
+from tests.e2e.across_fleet import BLOCKS, POLICY, across_fleet, affinity_job, job
 
 __all__ = ["run_e2e_across_bench"]
 
@@ -38,9 +40,13 @@ def _running(k: Kubectl, namespace: str, app: str) -> list[dict[str, Any]]:
     return [p for p in items if (p.get("status") or {}).get("phase") == "Running"]
 
 
-def _round(k: Kubectl, namespace: str, name: str, policy: str | None) -> tuple[float, int]:
+def _round(k: Kubectl, namespace: str, name: str, variant: str) -> tuple[float, int]:
     """Seconds from create to all Running, and the blocks the pods landed in."""
-    doc = job(name, PODS, policy=policy, on_the_fleet=True)
+    doc = (
+        affinity_job(name, PODS)
+        if variant == "affinity"
+        else job(name, PODS, policy=POLICY if variant == "with" else None, on_the_fleet=True)
+    )
     t0 = time.monotonic()
     k("create", "-n", namespace, "-f", "-", input=json.dumps(doc))
     while len(running := _running(k, namespace, name)) < PODS:
@@ -61,7 +67,9 @@ def run_e2e_across_bench() -> list[dict[str, Any]]:
     cluster, started_here = running_cluster()
     k = cluster.kubectl
     namespace = f"ml-bench-{secrets.token_hex(3)}"
-    results: dict[str, list[tuple[float, int]]] = {"with": [], "without": []}
+    gangs = bool(cluster.info.get("workload_scheduling"))
+    variants = ("with", "affinity", "without") if gangs else ("with", "without")
+    results: dict[str, list[tuple[float, int]]] = {v: [] for v in variants}
     try:
         with tempfile.TemporaryDirectory(prefix="bench-across-") as tmp, across_fleet(k, Path(tmp)):
             k("create", "namespace", namespace)
@@ -70,9 +78,8 @@ def run_e2e_across_bench() -> list[dict[str, Any]]:
                 f"serviceaccount default in {namespace}",
             )
             for i in range(ROUNDS):
-                order = (("with", POLICY), ("without", None))
-                for variant, policy in order if i % 2 == 0 else order[::-1]:
-                    results[variant].append(_round(k, namespace, f"{variant}-{i}", policy))
+                for variant in variants if i % 2 == 0 else variants[::-1]:
+                    results[variant].append(_round(k, namespace, f"{variant}-{i}", variant))
     finally:
         k.run("delete", "namespace", namespace, "--wait=false", check=False)
         if started_here:
@@ -90,12 +97,14 @@ def run_e2e_across_bench() -> list[dict[str, Any]]:
             "blocks spanned": ", ".join(map(str, spread)),
         }
 
-    with_, without = (
-        row("with", f"{PODS} pods, required keepTogether network-tier-2"),
-        row("without", f"{PODS} pods, no policy"),
-    )
-    ratio = statistics.median(s for s, _ in results["with"]) / statistics.median(
-        s for s, _ in results["without"]
-    )
-    with_["÷ no policy"], without["÷ no policy"] = f"{ratio:.2f}", "1.00"
-    return [with_, without]
+    how = "a gang PodGroup" if gangs else "first-pod affinity"
+    what = {
+        "with": f"{PODS} pods, required keepTogether network-tier-2 ({how})",
+        "affinity": f"{PODS} pods, first-pod affinity by hand (no policy, same requests)",
+        "without": f"{PODS} pods, no policy",
+    }
+    rows = [row(v, what[v]) for v in variants]
+    base = statistics.median(s for s, _ in results["without"])
+    for variant, out in zip(variants, rows, strict=True):
+        out["÷ no policy"] = f"{statistics.median(s for s, _ in results[variant]) / base:.2f}"
+    return rows

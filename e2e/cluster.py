@@ -33,7 +33,7 @@ from typing import Any
 from e2e import procs
 from e2e.addons import kueue, objectstore, prometheus
 from e2e.controlplane.numa_scheduler import start_numa_scheduler
-from e2e.controlplane.start import ControlPlane, start_control_plane
+from e2e.controlplane.start import ControlPlane, start_control_plane, workload_scheduling_args
 from e2e.kube import Kubectl
 from e2e.nodes import manage
 from e2e.nodes.fleet import host_paths, rss_mib, start_nodes
@@ -177,6 +177,8 @@ def _record(
         "nodes": node_paths,
         "procs": ours,
         "kueue": queue,
+        # Kubernetes' gang and topology-aware scheduling on (controlplane/start.py).
+        "workload_scheduling": bool(workload_scheduling_args("kube-scheduler")),
     }
     (state / "cluster.json").write_text(json.dumps(info, indent=2) + "\n")
     return info

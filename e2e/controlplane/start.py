@@ -4,6 +4,7 @@ kubelets join it (e2e/nodes)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,9 +14,33 @@ from e2e.controlplane.audit import AUDIT_BACKUPS, AUDIT_MAX_MB, AUDIT_POLICY
 from e2e.controlplane.pki import Pki, make_pki
 from e2e.kube import get_url, write_kubeconfig
 
-__all__ = ["CONTROLLERS", "ControlPlane", "start_control_plane"]
+__all__ = [
+    "CONTROLLERS",
+    "WORKLOAD_SCHEDULING",
+    "ControlPlane",
+    "start_control_plane",
+    "workload_scheduling_args",
+]
 
 SERVICE_CIDR = "10.0.0.0/24"
+
+# =1: a cluster with Kubernetes' own gang and topology-aware scheduling on (the
+# scheduling.k8s.io/v1beta1 API and its three gates, on the API server, the controller manager
+# and the scheduler), for tests/e2e/test_podgroups.py (`make e2e-podgroups`). The default
+# cluster has them off, as Kubernetes v1.37 does.
+WORKLOAD_SCHEDULING = "TOPOPLACE_E2E_WORKLOAD_SCHEDULING"
+_WORKLOAD_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
+
+
+def workload_scheduling_args(component: str) -> list[str]:
+    """The extra flags of `component` when $TOPOPLACE_E2E_WORKLOAD_SCHEDULING=1, else none."""
+    if os.environ.get(WORKLOAD_SCHEDULING, "0") != "1":
+        return []
+    extra = [f"--feature-gates={_WORKLOAD_GATES}"]
+    if component == "kube-apiserver":
+        extra.append("--runtime-config=scheduling.k8s.io/v1beta1=true")
+    return extra
+
 
 # Everything the product's objects and the kubelets need, as in production: node-lifecycle
 # taints a node whose kubelet stops renewing its Lease, taint-eviction and pod GC clean up.
@@ -186,6 +211,7 @@ def start_control_plane(
             f"--audit-log-maxbackup={AUDIT_BACKUPS}",
             "--audit-log-maxage=1",
             "--profiling=false",
+            *workload_scheduling_args("kube-apiserver"),
         ],
     )
     procs.wait_for(
@@ -225,6 +251,7 @@ def start_control_plane(
             "--node-monitor-period=2s",
             "--bind-address=127.0.0.1",
             f"--secure-port={kcm_port}",
+            *workload_scheduling_args("kube-controller-manager"),
         ],
     )
     scheduler_config = state / "kube-scheduler.yaml"
@@ -246,6 +273,7 @@ def start_control_plane(
             f"--config={scheduler_config}",
             "--bind-address=127.0.0.1",
             f"--secure-port={sched_port}",
+            *workload_scheduling_args("kube-scheduler"),
         ],
     )
     for name, port in (("kube-controller-manager", kcm_port), ("kube-scheduler", sched_port)):

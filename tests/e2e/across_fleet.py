@@ -40,6 +40,7 @@ __all__ = [
     "POLICY_DOC",
     "POLICY_FILE",
     "across_fleet",
+    "affinity_job",
     "job",
     "span_metric",
     "spans",
@@ -171,6 +172,24 @@ def job(
             "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
         },
     }
+
+
+def affinity_job(name: str, pods_: int) -> dict:
+    """The Job the required policy gives its pods without PodGroups, written by hand (no
+    policy label): the policy's requests, and pod affinity to its own pods over the block
+    key (the first pod chooses the block). For comparison on a cluster where the webhook
+    writes a PodGroup instead."""
+    spec = job(name, pods_, policy=None, on_the_fleet=True)
+    template = spec["spec"]["template"]["spec"]
+    (trainer,) = template["containers"]
+    each = {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": 1}
+    trainer["resources"] = {"requests": dict(each), "limits": dict(each)}
+    term = {
+        "labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
+        "topologyKey": Label.NETWORK_TIER_2,
+    }
+    template["affinity"]["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    return spec
 
 
 def spans(cluster: Cluster, namespace: str) -> dict[str, dict[str, Any]]:

@@ -90,7 +90,9 @@ def test_object_selector_is_the_label_the_webhook_reads(base: Rendering) -> None
     }
 
 
-@pytest.mark.parametrize("name", ["pods.topoplace.io", "workloads.topoplace.io"])
+@pytest.mark.parametrize(
+    "name", ["pods.topoplace.io", "workloads.topoplace.io", "podgroups.topoplace.io"]
+)
 def test_webhook_never_intercepts_its_own_namespace_or_kube_system(
     base: Rendering, name: str
 ) -> None:
@@ -334,3 +336,22 @@ def test_agent_prepare_cache_args_match_the_cache_the_agent_and_webhook_use(
     served = parse("webhook.cli.serve", container(webhook_pod(base), "serve"), {})
     assert prepared.cache_root == agent.dataset_root == served.dataset_cache_root
     assert prepared.owner == CACHE_OWNER
+
+
+def test_podgroups_come_only_labelled_and_never_fail_closed(base: Rendering) -> None:
+    """PodGroups (scheduling.k8s.io/v1beta1) a user labels with a policy: CREATE only (the
+    constraint is immutable after), only those with the label, never refused."""
+    hook = hooks(base)["podgroups.topoplace.io"]
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": ["scheduling.k8s.io"],
+            "apiVersions": ["v1beta1"],
+            "resources": ["podgroups"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": POLICY_LABEL, "operator": "Exists"}]
+    }
+    assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"

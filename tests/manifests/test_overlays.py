@@ -18,12 +18,14 @@ def _agent_spec(r: Rendering) -> dict[str, Any]:
 
 def test_fail_closed_changes_only_the_failure_policy() -> None:
     base, closed = render(), render("overlays/fail-closed")
-    hook, workloads = closed.one("MutatingWebhookConfiguration")["webhooks"]
+    hook, workloads, groups = closed.one("MutatingWebhookConfiguration")["webhooks"]
     assert hook["failurePolicy"] == "Fail"
-    base_hook, base_workloads = base.one("MutatingWebhookConfiguration")["webhooks"]
+    base_hook, base_workloads, base_groups = base.one("MutatingWebhookConfiguration")["webhooks"]
     assert {**hook, "failurePolicy": "Ignore"} == base_hook
     # Without an objectSelector, Fail would refuse every Job while the webhook is down.
     assert workloads == base_workloads and workloads["failurePolicy"] == "Ignore"
+    # A PodGroup is no pod: without its constraint its pods are still scheduled.
+    assert groups == base_groups and groups["failurePolicy"] == "Ignore"
     kinds = ("MutatingWebhookConfiguration",)
     assert _strip(closed, *kinds) == _strip(base, *kinds)
 

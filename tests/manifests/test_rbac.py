@@ -117,12 +117,45 @@ def grants_of(r: Rendering, service_account: str) -> set[Grant]:
             continue
         role = roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
         for rule in role["rules"]:
+            if "nonResourceURLs" in rule:
+                continue  # paths, not resources: non_resource_grants_of
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
                     for verb in rule["verbs"]:
                         assert "*" not in (group, resource, verb), f"wildcard in {rule}"
                         granted.add((group, resource, verb))
     return granted
+
+
+def non_resource_grants_of(r: Rendering, service_account: str) -> set[tuple[str, str]]:
+    """(path, verb) of the nonResourceURLs rules bound to `service_account`."""
+    roles = {(o["kind"], o["metadata"]["name"]): o for o in r.all("Role") + r.all("ClusterRole")}
+    granted: set[tuple[str, str]] = set()
+    for binding in r.all("RoleBinding") + r.all("ClusterRoleBinding"):
+        if any(s["name"] == service_account for s in binding["subjects"]):
+            role = roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
+            for rule in role["rules"]:
+                granted |= {(u, v) for u in rule.get("nonResourceURLs", ()) for v in rule["verbs"]}
+    return granted
+
+
+# Raw GETs by path (`call_api`, no client method): the files that make them, and the paths.
+_RAW_GET = re.compile(r'_get\(api, "(/[^"]+)"\)')
+
+
+def test_the_only_path_read_is_the_api_servers_metrics_for_its_gates() -> None:
+    """GET /metrics (feature gates, scheduler/workload_api.py) is the one nonResourceURL the
+    webhook is granted; /apis discovery needs none (system:discovery)."""
+    raw = {
+        (path, str(p.relative_to(REPO)))
+        for p in (REPO / "webhook").rglob("*.py")
+        for path in _RAW_GET.findall(p.read_text())
+    }
+    assert raw == {("/metrics", str(Path("webhook") / "scheduler" / "workload_api.py"))}
+    for target in ("", "overlays/cert-manager"):
+        granted = non_resource_grants_of(render(target), "topoplace-webhook")
+        assert granted == {("/metrics", "get")}, target
+    assert non_resource_grants_of(render(), "topoplace-agent") == set()
 
 
 def test_the_resolver_reads_the_client_correctly() -> None:

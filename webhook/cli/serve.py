@@ -87,7 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--node-cache",
         action="store_true",
         help="watch every node (RBAC: nodes list, watch) and warn at admission when a mutated "
-        "pod fits no node; never denies, silent until the first node list is in",
+        "pod fits no node; never denies, silent until the first node list is in. Also looks at "
+        "the Workload API and its gates every minute (RBAC: get /metrics): keepTogether goes "
+        "through PodGroups where the cluster keeps gangs together itself",
     )
     parser.add_argument(
         "--workload-spans",
@@ -202,6 +204,7 @@ async def _serve(
         shutdown_timeout=args.shutdown_timeout,
         node_cache=args.node_cache,
         workload_spans=args.workload_spans,
+        workload_api=args.node_cache,
         kubeconfig=args.kubeconfig,
         claim_template_cache=args.claim_template_cache,
         numa_scheduling=args.numa_scheduling,

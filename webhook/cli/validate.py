@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if nodes is not None:
         for warning in _level_warnings(policies, nodes):
             print(f"warning: {warning}", file=sys.stderr)
+    for note in _together_notes(policies, _scheduling(args)):
+        print(f"note: {note}", file=sys.stderr)
     n, files = len(policies), len(policies.files)
     if not files:
         print(f"warning: {args.directory} holds no *.yaml files", file=sys.stderr)
@@ -69,4 +71,39 @@ def _level_warnings(policies: Any, nodes: list[tuple[str, dict[str, str]]]) -> l
                 f"{policies.origins[name]}: policy {name}: keepTogether level {rule.level}: "
                 f"none of the {len(nodes)} nodes carries {rule.label_key}"
             )
+    return out
+
+
+def _scheduling(args: argparse.Namespace) -> Any:
+    """What the cluster serves for gangs (--kubeconfig), else None: not looked at."""
+    if getattr(args, "kubeconfig", None) is None:
+        return None
+    import asyncio
+
+    from webhook.cli.fleet import CURRENT
+
+    async def look() -> Any:
+        from kubernetes_asyncio import client
+
+        from common.kube_config import load_configuration
+        from webhook.scheduler.workload_api import look_once
+
+        kubeconfig = None if args.kubeconfig == CURRENT else args.kubeconfig
+        async with client.ApiClient(await load_configuration(kubeconfig)) as api:
+            return await look_once(api)
+
+    return asyncio.run(look())
+
+
+def _together_notes(policies: Any, scheduling: Any) -> list[str]:
+    """Per keepTogether policy: which mechanism keeps each kind of workload together."""
+    from webhook.workloads.gangs import mechanisms
+
+    out = []
+    for name in policies.names:
+        rule = policies[name].spec.placement.keep_together
+        if rule is not None:
+            out.append(f"{policies.origins[name]}: policy {name}: {mechanisms(rule, scheduling)}")
+    if out and scheduling is not None:
+        out.append(f"this cluster: {scheduling.describe()}")
     return out

@@ -10,8 +10,9 @@ nodes. Nodes without the level's label are in no domain.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from webhook.explain.checks import PodPlan
 from webhook.explain.free import ZonesOf
@@ -19,7 +20,15 @@ from webhook.explain.verdict import evaluate, judge
 from webhook.topology.filters.nodes import NodeView
 from webhook.topology.levels import domains_at
 
-__all__ = ["DomainVerdict", "NodeCopies", "WorkloadDomains", "copies_on", "explain_domains"]
+__all__ = [
+    "DomainVerdict",
+    "GroupConstraint",
+    "NodeCopies",
+    "WorkloadDomains",
+    "copies_on",
+    "explain_domains",
+    "group_constraint",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +69,7 @@ class WorkloadDomains:
     wanted: int
     domains: tuple[DomainVerdict, ...]  # most pods first
     unlabelled: tuple[str, ...]  # nodes without the label
+    source: str | None = None  # the PodGroup whose constraint this is (None: the policy's)
 
     @property
     def fitting(self) -> int:
@@ -90,6 +100,7 @@ def explain_domains(
     key: str,
     wanted: int,
     zones: ZonesOf | None = None,
+    source: str | None = None,
 ) -> WorkloadDomains:
     by_name: Mapping[str, NodeView] = {n.name: n for n in nodes}
     grouped = domains_at(((n.name, n.labels) for n in nodes), key)
@@ -101,4 +112,49 @@ def explain_domains(
             DomainVerdict(domain, min(wanted, sum(c.pods for c in counted)), wanted, counted)
         )
     verdicts.sort(key=lambda d: (-d.fits, d.domain))
-    return WorkloadDomains(level, key, wanted, tuple(verdicts), unlabelled)
+    return WorkloadDomains(level, key, wanted, tuple(verdicts), unlabelled, source)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConstraint:
+    """What the scheduler keeps together (Kubernetes v1.37 PodGroups): the topology key of
+    the group's constraint (None: none set) and how many pods it places at once."""
+
+    source: str  # "PodGroup/gang-0", "Job/train spec.scheduling"
+    key: str | None
+    pods: int | None  # the gang's minCount (None: not a gang, or not said)
+
+
+def group_constraint(
+    workload: dict[str, Any], pod: dict[str, Any], documents: Iterable[Any] = ()
+) -> GroupConstraint | None:
+    """The PodGroup `pod` names (found among `documents`), or the Job's spec.scheduling, that
+    will hold the pods; None when neither is there."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    named = (spec.get("schedulingGroup") or {}).get("podGroupName")
+    if isinstance(named, str) and named:
+        for doc in documents:
+            if not isinstance(doc, dict) or doc.get("kind") != "PodGroup":
+                continue
+            meta = doc.get("metadata")
+            if isinstance(meta, dict) and meta.get("name") == named:
+                return _constraint(f"PodGroup/{named}", doc.get("spec"))
+        return None
+    job_spec = workload.get("spec") if workload.get("kind") == "Job" else None
+    if isinstance(job_spec, dict) and isinstance(job_spec.get("scheduling"), dict):
+        name = (workload.get("metadata") or {}).get("name") or "?"
+        return _constraint(f"Job/{name} spec.scheduling", job_spec["scheduling"])
+    return None
+
+
+def _constraint(source: str, block: Any) -> GroupConstraint:
+    block = block if isinstance(block, dict) else {}
+    topology = (block.get("schedulingConstraints") or {}).get("topology") or []
+    key = topology[0].get("key") if topology and isinstance(topology[0], dict) else None
+    gang = (block.get("schedulingPolicy") or {}).get("gang")
+    count = gang.get("minCount") if isinstance(gang, dict) else None
+    return GroupConstraint(
+        source,
+        key if isinstance(key, str) else None,
+        count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None,
+    )

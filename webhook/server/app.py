@@ -27,6 +27,7 @@ from common.logsetup import log_fields
 from webhook import jsonio
 from webhook.engine.mutation import EngineSettings
 from webhook.scheduler.service import NumaScheduling
+from webhook.scheduler.workload_api import WorkloadApi
 from webhook.server.admission import (
     FAILED_OPEN_WARNED,
     Admission,
@@ -86,6 +87,9 @@ class ServerConfig:
     lease_check_interval: float = 10.0  # how often a named scheduler's Lease is read
     # Watch the placed pods that opted in: the per-workload audit as metrics (needs node_cache).
     workload_spans: bool = False
+    # Look at the Workload API and its gates (scheduler/workload_api.py): keepTogether
+    # through PodGroups where the cluster keeps gangs together itself.
+    workload_api: bool = False
 
 
 # Mutable on purpose: the metrics port is only known once the listener has started.
@@ -236,6 +240,7 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         if nodes is not None or numa is not None
         else None
     )
+    workload_api = WorkloadApi() if config.workload_api else None
     templates = TemplateCache() if config.claim_template_cache else None
     settings = (
         replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
@@ -257,6 +262,7 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         lambda: store.current,
         settings,
         carries=nodes.carries if nodes is not None else None,
+        scheduling=(lambda: workload_api.current) if workload_api is not None else None,
     )
     state = WebhookState(
         admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes, templates=templates
@@ -276,6 +282,10 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
             tasks.append(asyncio.create_task(spans.run(config.kubeconfig), name="workload-spans"))
         if numa is not None:
             tasks += [asyncio.create_task(t) for t in numa.tasks(config.kubeconfig)]
+        if workload_api is not None:
+            tasks.append(
+                asyncio.create_task(workload_api.run(config.kubeconfig), name="workload-api")
+            )
         if templates is not None:
             tasks.append(
                 asyncio.create_task(templates.run(config.kubeconfig), name="template-cache")

@@ -1,4 +1,4 @@
-"""Admission of workloads (Job, JobSet, Kubeflow jobs, LeaderWorkerSet) at CREATE.
+"""Admission of workloads (Job, JobSet, Kubeflow jobs, LeaderWorkerSet) and PodGroups at CREATE.
 
 A wrapper around the pod `Admitter`: a CREATE of one of `WORKLOAD_KINDS` is answered here,
 everything else goes to the pod admitter unchanged, so the pod path pays one dict lookup.
@@ -8,6 +8,8 @@ it. Nothing here refuses a workload for its shape: the API server has validated 
 kinds, and a template we cannot read (a CRD's loose schema) is admitted unchanged with a
 warning. Only a policy's own verdict refuses (onMissing: deny, --on-missing-policy deny), as
 it would refuse each pod. An unexpected engine exception fails open, as for pods.
+A PodGroup (scheduling.k8s.io/v1beta1) with the policy label gets the keepTogether
+constraint (webhook/workloads/gangs.py); it is never refused.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from webhook.server.admission import (
 )
 from webhook.server.review import ReviewRequest
 from webhook.warnings.kinds import WarningKind
-from webhook.workloads.mutation import WORKLOAD_KINDS, mutate_workload
+from webhook.workloads.gangs import POD_GROUP, WorkloadScheduling
+from webhook.workloads.mutation import (
+    WORKLOAD_KINDS,
+    WorkloadMutation,
+    mutate_pod_group,
+    mutate_workload,
+)
 from webhook.workloads.together import level_warning
 
 __all__ = ["WorkloadAdmitter"]
@@ -38,7 +46,7 @@ logger = logging.getLogger(__name__)
 _EMPTY = PolicySet()
 # kind name -> API groups: the pod path checks the name only (one lookup, "Pod" misses).
 _GROUPS: dict[str, frozenset[str]] = {}
-for _group, _kind in WORKLOAD_KINDS:
+for _group, _kind in (*WORKLOAD_KINDS, POD_GROUP):
     _GROUPS[_kind] = _GROUPS.get(_kind, frozenset()) | {_group}
 
 
@@ -52,12 +60,15 @@ class WorkloadAdmitter:
         settings: EngineSettings,
         *,
         carries: Callable[[str], bool | None] | None = None,
+        scheduling: Callable[[], WorkloadScheduling | None] | None = None,
     ) -> None:
         self.pods = pods  # public: the pod path (tests read its answer cache)
         self._policies = policies
         self._settings = settings
         # Whether some node carries a label (the node cache; None: not known yet).
         self._carries = carries
+        # What the cluster serves for gangs (webhook/scheduler/workload_api.py; None: unknown).
+        self._scheduling = scheduling or (lambda: None)
 
     def admit(self, request: ReviewRequest) -> Admission:
         groups = _GROUPS.get(request.kind["kind"])
@@ -79,7 +90,7 @@ class WorkloadAdmitter:
         label = f"{request.kind['kind']}/{name if isinstance(name, str) else ''}"
         policies = self._policies() or _EMPTY
         try:
-            result = mutate_workload(obj, namespace, policies, self._settings)
+            result = self._mutate(request, obj, namespace, policies, label)
         except Exception:
             logger.exception(
                 "workload mutation failed; admitting it unchanged",
@@ -108,6 +119,19 @@ class WorkloadAdmitter:
         warned += (WarningKind.KEEP_TOGETHER,) * len(level)
         ops = len(result.patch)
         return Admission(review, outcome, result.policy, ops, label, namespace, warned=warned)
+
+    def _mutate(
+        self,
+        request: ReviewRequest,
+        obj: dict[str, Any],
+        namespace: str,
+        policies: PolicySet,
+        label: str,
+    ) -> WorkloadMutation:
+        scheduling = self._scheduling()
+        if (request.kind["group"], request.kind["kind"]) == POD_GROUP:
+            return mutate_pod_group(obj, policies, scheduling, label=label)
+        return mutate_workload(obj, namespace, policies, self._settings, scheduling=scheduling)
 
     def _level_warnings(self, policies: PolicySet, name: str | None, label: str) -> list[str]:
         policy = policies.get(name) if name is not None else None

@@ -24,10 +24,17 @@ from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import KeepTogether
 from webhook.vocabulary import POLICY_LABEL
+from webhook.workloads.gangs import WorkloadScheduling, pod_group_gang
 from webhook.workloads.templates import PodTemplate, pod_templates, replace_at
 from webhook.workloads.together import keep_together
 
-__all__ = ["WORKLOAD_KINDS", "WorkloadMutation", "inherits_label", "mutate_workload"]
+__all__ = [
+    "WORKLOAD_KINDS",
+    "WorkloadMutation",
+    "inherits_label",
+    "mutate_pod_group",
+    "mutate_workload",
+]
 
 # (API group, kind) of the workloads the webhook mutates at CREATE: the ones a queue admits
 # from their templates. The MutatingWebhookConfiguration's rules list the same resources.
@@ -80,13 +87,14 @@ def mutate_workload(
     *,
     strict: bool = False,
     label: str = "",
+    scheduling: WorkloadScheduling | None = None,
 ) -> WorkloadMutation:
     """Apply the policy each pod template names (or the workload names) to that template.
 
     strict: a template that is not shaped like a pod raises InvalidPod (offline, exit 2);
     otherwise (the webhook) it is left unchanged with a warning, so a workload a queue alone
     would take is never refused because of us. Messages start with `label` (such as
-    "Job/train") and the template's path.
+    "Job/train") and the template's path. `scheduling`: what the cluster serves (gangs.py).
     """
     own = _policy_label(obj) if inherits_label(obj.get("kind")) else None
     after = obj
@@ -122,11 +130,46 @@ def mutate_workload(
     # A Pod's own lone-pod warning comes from the engine; only workloads are kept together.
     rule = _rule(policies, policy) if not denials and obj.get("kind") != "Pod" else None
     if rule is not None:
-        together = keep_together(after, rule)
+        together = keep_together(after, rule, scheduling)
         patch.extend(json_diff(after, together.obj))  # applied after the template ops
         after = together.obj
         warnings.extend(_at(label, w) for w in together.warnings)
     return WorkloadMutation(after, patch, warnings, denials, policy, count, unread)
+
+
+def mutate_pod_group(
+    obj: dict[str, Any],
+    policies: PolicySet,
+    scheduling: WorkloadScheduling | None,
+    *,
+    label: str = "",
+) -> WorkloadMutation:
+    """A PodGroup that carries the policy label: the topology constraint on the level's key.
+
+    Never refused (a PodGroup is no pod): a policy that is absent, has no required
+    keepTogether, or a cluster that drops the constraint leaves it unchanged, with a warning.
+    """
+    name = _policy_label(obj)
+    if name is None:
+        return WorkloadMutation(obj)
+    policy = policies.get(name)
+    rule = policy.spec.placement.keep_together if policy is not None else None
+    if rule is None or rule.mode != "required":
+        why = (
+            f"policy {name} not found"
+            if policy is None
+            else "a PodGroup's topology constraint is required only, the rule preferred"
+            if rule is not None
+            else f"policy {name} has no keepTogether"
+        )
+        return WorkloadMutation(obj, warnings=[_at(label, f"left unchanged: {why}")], policy=name)
+    if scheduling is not None and not scheduling.pod_groups:
+        why = scheduling.lacking(jobs=False)
+        warning = _at(label, f"keepTogether: left unchanged, the constraint would not hold ({why})")
+        return WorkloadMutation(obj, warnings=[warning], policy=name, templates=1)
+    after, warnings = pod_group_gang(obj, rule)
+    patch = json_diff(obj, after)
+    return WorkloadMutation(after, patch, [_at(label, w) for w in warnings], [], name, 1)
 
 
 def _rule(policies: PolicySet, name: str | None) -> KeepTogether | None:

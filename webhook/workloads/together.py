@@ -5,9 +5,14 @@
   with `sliceSize`, the slice annotations and a preferred whole), and Kueue admits the
   workload only where the whole of it fits one domain. Kueue's own scheduling gate is left to
   Kueue.
-- Without Kueue: a LeaderWorkerSet gets `exclusive-topology` (each group in a domain of its
-  own); a JobSet of one child Job gets JobSet's `exclusive-topology`; every other workload
-  gets pod affinity to its own pods (the label its controller puts on them) over the
+- Pods that name a PodGroup (`spec.schedulingGroup`): that group keeps them (gangs.py); a
+  workload whose pods name two groups is left as written, with a warning.
+- A Job, where the cluster serves PodGroups with the gates on (`WorkloadScheduling.jobs`) and
+  the rule is required: the Job's `spec.scheduling` asks for a gang within one domain; the
+  Job controller writes its PodGroup and the scheduler places the group as a whole.
+- Otherwise, without Kueue: a LeaderWorkerSet gets `exclusive-topology` (each group in a
+  domain of its own); a JobSet of one child Job gets JobSet's `exclusive-topology`; every
+  other workload gets pod affinity to its own pods (the label its controller puts on them) over the
   level's key. That affinity's weakness: the first pod has no peer yet and chooses the
   domain alone, so a domain too small for the rest leaves them Pending (required) or spread
   (preferred).
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from webhook.policy.model import KeepTogether
+from webhook.workloads.gangs import WorkloadScheduling, group_names, job_gang
 from webhook.workloads.templates import pod_templates, replace_at
 
 __all__ = [
@@ -64,7 +70,7 @@ _PREFERRED_WEIGHT: Final = 100
 @dataclass(frozen=True, slots=True)
 class Together:
     obj: dict[str, Any]
-    how: str  # "kueue", "exclusive-topology", "pod-affinity" or "none"
+    how: str  # "kueue", "podgroup", "exclusive-topology", "pod-affinity" or "none"
     warnings: list[str] = field(default_factory=list)
 
 
@@ -79,13 +85,27 @@ def level_warning(where: str, rule: KeepTogether) -> str:
     )
 
 
-def keep_together(obj: dict[str, Any], rule: KeepTogether) -> Together:
-    """`obj` with what keeps its pods together at `rule.level`; the input is untouched."""
+def keep_together(
+    obj: dict[str, Any], rule: KeepTogether, scheduling: WorkloadScheduling | None = None
+) -> Together:
+    """`obj` with what keeps its pods together at `rule.level`; the input is untouched.
+
+    `scheduling`: what the cluster serves (discovery); None keeps the mechanisms that need
+    no Workload API, and says nothing about them.
+    """
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
     kind = obj.get("kind")
     if labels.get(KUEUE_QUEUE_LABEL):
         return _kueue(obj, rule)
+    pods = [t.pod for t in pod_templates(obj)]
+    groups = group_names(pods)
+    if groups:
+        ungrouped = len(pods) - sum(1 for p in pods if group_names([p]))
+        return _named_groups(obj, groups + ["no group"] * min(ungrouped, 1), scheduling)
+    if kind == "Job" and rule.mode == "required" and _gang_job(obj, scheduling):
+        after, warnings = job_gang(obj, rule)
+        return Together(after, "podgroup", warnings)
     if kind == "LeaderWorkerSet":
         return _exclusive(obj, rule, LWS_EXCLUSIVE)
     if kind == "JobSet" and _single_child_job(obj):
@@ -95,7 +115,46 @@ def keep_together(obj: dict[str, Any], rule: KeepTogether) -> Together:
     if pod_label is None or not isinstance(name, str) or not name:
         why = "its name is not known yet (generateName)" if pod_label else f"a {kind}"
         return Together(obj, "none", [f"keepTogether: cannot keep the pods of {why} together"])
-    return _affinity(obj, rule, pod_label, name)
+    together = _affinity(obj, rule, pod_label, name)
+    if scheduling is None or kind != "Job":
+        return together
+    why = (
+        "a PodGroup's topology constraint is required only, the rule preferred"
+        if rule.mode == "preferred"
+        else scheduling.lacking(jobs=True)
+    )
+    weak = f"keepTogether: by the first pod's affinity, not a PodGroup ({why})"
+    return Together(together.obj, together.how, [*together.warnings, weak])
+
+
+def _gang_job(job: dict[str, Any], scheduling: WorkloadScheduling | None) -> bool:
+    """The Job controller will make this Job's PodGroup: the cluster says so, or (not known
+    yet) the user already asked for one in spec.scheduling."""
+    if scheduling is not None:
+        return scheduling.jobs
+    spec = job.get("spec")
+    return isinstance(spec, dict) and isinstance(spec.get("scheduling"), dict)
+
+
+def _named_groups(
+    obj: dict[str, Any], groups: list[str], scheduling: WorkloadScheduling | None
+) -> Together:
+    """Pods that name their PodGroup: the group keeps them; nothing is added here."""
+    if len(groups) > 1:
+        return Together(
+            obj,
+            "none",
+            [
+                f"keepTogether: its pods name {len(groups)} PodGroups ({', '.join(groups[:3])}); "
+                "one group's constraint cannot keep them together: left as written"
+            ],
+        )
+    if scheduling is not None and not scheduling.pod_groups:
+        why = scheduling.lacking(jobs=False)
+        return Together(
+            obj, "none", [f"keepTogether: PodGroup {groups[0]} cannot keep its pods ({why})"]
+        )
+    return Together(obj, "podgroup")
 
 
 def _kueue(obj: dict[str, Any], rule: KeepTogether) -> Together:

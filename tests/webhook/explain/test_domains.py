@@ -108,3 +108,57 @@ async def test_a_pod_gets_no_domain_view(tmp_path: Path) -> None:
     _, out, err = await run(webhook_main, *argv, "--output", "json")
     assert "domains" not in json.loads(out)
     assert "cannot keep a lone pod" in err
+
+
+async def test_a_job_with_spec_scheduling_is_explained_on_its_groups_key(tmp_path: Path) -> None:
+    """The Job as the webhook stores it on a v1.37 cluster with the gates on (`mutate
+    --output pod`): the domains are the constraint's, the count the gang's minCount."""
+    nodes, policies, job_file = _files(tmp_path, 5)
+    job = yaml.safe_load(job_file.read_text())
+    job["spec"]["scheduling"] = {
+        "schedulingPolicy": {"gang": {"minCount": 3}},
+        "schedulingConstraints": {"topology": [{"key": T1}]},  # the user's own key
+    }
+    write_yaml(job_file, job)
+    argv = ("explain", "--policies", str(policies), "--nodes", str(nodes), str(job_file))
+    code, out, err = await run(webhook_main, *argv, "--output", "json")
+    assert code == 0, err
+    view = json.loads(out)["domains"]
+    assert (view["key"], view["level"], view["pods"]) == (T1, T1, 3)
+    assert view["source"] == "Job/train spec.scheduling"
+    assert {d["domain"]: d["fits"] for d in view["domains"]} == {"b1.s": 3, "b2.s": 3}
+    _, table, _ = await run(webhook_main, *argv)
+    assert f"keepTogether {T1} (Job/train spec.scheduling): 2 of 2 domains hold all 3" in table
+
+
+async def test_pods_naming_a_podgroup_are_explained_on_the_groups_constraint(
+    tmp_path: Path,
+) -> None:
+    """FILE holds the PodGroup (upstream's scheduler_perf TAS template, labelled) and the
+    pod template naming it: per domain of its key, how many of its minCount pods fit."""
+    nodes, policies, job_file = _files(tmp_path, 6)
+    job = yaml.safe_load(job_file.read_text())
+    job["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "gang-0"}
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "gang-0", "labels": {"topoplace.io/policy": "together"}},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 6}},
+            "schedulingConstraints": {"topology": [{"key": T2}]},
+        },
+    }
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump_all([group, job]))
+    argv = ("explain", "--policies", str(policies), "--nodes", str(nodes), str(both))
+    code, out, err = await run(webhook_main, *argv, "--output", "json")
+    assert code == 0, err
+    view = json.loads(out)["domains"]
+    assert (view["level"], view["pods"], view["fitting"], view["source"]) == (
+        "network-tier-2", 6, 0, "PodGroup/gang-0"
+    )  # fmt: skip
+    b1, b2 = view["domains"]
+    assert (b1["domain"], b1["fits"]) == ("b1", 4) and b1["reason"].startswith(
+        "node a1 holds 2, then: free nvidia.com/gpu 0"
+    )
+    assert (b2["domain"], b2["fits"]) == ("b2", 3)

@@ -180,6 +180,7 @@ def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, s
         raise _BadInput(f"{source}: needs exactly one pod template, found {listed}{hint}")
     template, label, namespace, doc = found[0]
     args.workload = (doc, template)  # explain/workload.py: the per-domain view
+    args.documents = docs  # and the PodGroup the template names, when it is among them
     return _with_workload_label(doc, template.pod), label, namespace
 
 

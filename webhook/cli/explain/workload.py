@@ -1,7 +1,10 @@
 """explain's per-domain view of a workload under keepTogether, beside the per-node one.
 
 Not a subcommand: a helper of webhook/cli/explain/command.py. Table: one line per domain of the
-policy's level after the node table; JSON: a `domains` object beside `nodes`.
+policy's level after the node table; JSON: a `domains` object beside `nodes`. Where a
+Kubernetes PodGroup holds the pods (the one the template names, given in the same FILE, or a
+Job's spec.scheduling), the domains are those of the group's constraint key and the count its
+gang's minCount: what kube-scheduler will try to place in one domain.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.explain.domains import WorkloadDomains, explain_domains
+from webhook.explain.domains import WorkloadDomains, explain_domains, group_constraint
 from webhook.explain.free import ZonesOf
 from webhook.explain.render import to_json, to_table
 from webhook.explain.verdict import Explanation
@@ -28,11 +31,26 @@ def workload_domains(
     zones: ZonesOf | None,
 ) -> WorkloadDomains | None:
     workload = getattr(args, "workload", None)
-    policy = explanation.plan.applied
-    rule = policy.spec.placement.keep_together if policy is not None else None
-    if workload is None or rule is None or workload[0].get("kind") == "Pod":
+    if workload is None:
         return None
     doc, template = workload
+    policy = explanation.plan.applied
+    rule = policy.spec.placement.keep_together if policy is not None else None
+    group = group_constraint(doc, template.pod, getattr(args, "documents", ()))
+    if group is not None and group.key is not None:
+        level = rule.level if rule is not None and rule.label_key == group.key else group.key
+        wanted = group.pods or pods_of(doc, template)
+        return explain_domains(
+            explanation.plan,
+            nodes,
+            level=level,
+            key=group.key,
+            wanted=wanted,
+            zones=zones,
+            source=group.source,
+        )
+    if rule is None or doc.get("kind") == "Pod":
+        return None
     return explain_domains(
         explanation.plan,
         nodes,
@@ -47,6 +65,7 @@ def domains_json(view: WorkloadDomains) -> dict[str, Any]:
     return {
         "level": view.level,
         "key": view.key,
+        "source": view.source,
         "pods": view.wanted,
         "fitting": view.fitting,
         "domains": [
@@ -64,9 +83,10 @@ def domains_json(view: WorkloadDomains) -> dict[str, Any]:
 
 def domains_table(view: WorkloadDomains) -> str:
     total = len(view.domains)
+    by = f" ({view.source})" if view.source else ""
     lines = [
-        f"keepTogether {view.level}: {view.fitting} of {total} domain{'s' if total != 1 else ''}"
-        f" hold all {view.wanted} pods"
+        f"keepTogether {view.level}{by}: {view.fitting} of {total} "
+        f"domain{'s' if total != 1 else ''} hold all {view.wanted} pods"
     ]
     lines += [f"  {view.level} {d.line}" for d in view.domains]
     if view.unlabelled:
