@@ -82,7 +82,8 @@ def test_under_kueue_each_template_gets_the_required_topology(tmp_path: Path) ->
     after, _ = _applied(_job(queue=True), _policies(tmp_path))
     annotations = after["spec"]["template"]["metadata"]["annotations"]
     assert annotations[REQUIRED] == TIER2
-    assert "affinity" not in after["spec"]["template"]["spec"]  # Kueue does the keeping
+    # Kueue does the keeping: no pod affinity (the node affinity holds the kubelet shapes)
+    assert "podAffinity" not in after["spec"]["template"]["spec"].get("affinity", {})
     assert "schedulingGates" not in after["spec"]["template"]["spec"]  # Kueue's own gate
     assert_valid(after)
 
@@ -125,7 +126,7 @@ def test_without_kueue_a_job_gets_required_pod_affinity_to_its_own_pods(tmp_path
 
 def test_a_job_without_a_name_yet_is_not_kept_together_and_says_so(tmp_path: Path) -> None:
     after, warnings = _applied(_job(name=None), _policies(tmp_path))
-    assert "affinity" not in after["spec"]["template"]["spec"]
+    assert "podAffinity" not in after["spec"]["template"]["spec"].get("affinity", {})
     assert any("generateName" in w for w in warnings)
 
 
