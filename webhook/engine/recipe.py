@@ -75,13 +75,16 @@ def mutate(
     applied = f"{name}@{policies.hash_of(name)}"
     check_spec(pod.get("spec"))
     beyond = bounds_problem(pod["spec"])
-    if beyond is not None:
-        # Answered at once: past the bounds the cost would follow the pod's numbers.
-        warning = f"{beyond}; pod admitted unchanged (Topoplace's bounds: docs/policies.md)"
-        return Mutation(pod=pod, warnings=[warning], policy=name)
     new = _working_copy(pod)
     warnings: list[str] = []
-    denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, warnings)
+    try:
+        if beyond is not None:
+            raise _OutOfBounds(beyond)
+        denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, warnings)
+    except _OutOfBounds as exc:
+        # Answered at once: past the bounds the cost would follow the pod's numbers.
+        warning = f"{exc}; pod admitted unchanged (Topoplace's bounds: docs/policies.md)"
+        return Mutation(pod=pod, warnings=[warning], policy=name)
     lone = lone_pod_warning(pod, policy)
     if lone is not None:
         warnings.append(lone)
@@ -167,6 +170,7 @@ def _apply(
     # singleNumaNode's CPUs and memory: per scope in the shapes when there are shapes.
     numa = numa_request(units) if placement.single_numa_node and args is None else None
     shapes = kubelet_terms(args, units, rules.gpu_resource)
+    _written_terms_bound(spec, shapes)
     exprs = required_expressions(
         rules.placement,
         gpus=gpus,
@@ -179,6 +183,27 @@ def _apply(
     add_preferred(spec, dataset_preferences(rules.datasets))
     set_scheduler(spec, rules.placement.numa_aware_scheduler, warnings=warnings)
     return None
+
+
+class _OutOfBounds(Exception):
+    """The pod is beyond a documented bound: admitted unchanged with this message."""
+
+
+# Each user term is written once per kubelet shape: their product is what the patch holds.
+MAX_WRITTEN_TERMS = 256
+
+
+def _written_terms_bound(spec: dict[str, Any], shapes: Any) -> None:
+    if not shapes:
+        return
+    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    count = max(len(required.get("nodeSelectorTerms") or ()), 1) * len(shapes)
+    if count > MAX_WRITTEN_TERMS:
+        raise _OutOfBounds(
+            f"the node affinity would hold {count} terms (the pod's terms times its kubelet "
+            f"shapes), more than {MAX_WRITTEN_TERMS}"
+        )
 
 
 def _working_copy(pod: dict[str, Any]) -> dict[str, Any]:

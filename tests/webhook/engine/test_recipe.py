@@ -657,3 +657,25 @@ def test_a_cache_bound_that_is_not_a_size_in_bytes_is_named(bad: str) -> None:
     add_engine_arguments(parser)
     problem = settings_from_args(parser.parse_args([f"--dataset-cache-max-bytes={bad}"]))
     assert problem == f"--dataset-cache-max-bytes {bad!r}: expected a size in bytes such as 500Gi"
+
+
+def test_a_pod_whose_terms_times_shapes_pass_the_bound_is_admitted_unchanged(policies):
+    """Each user term is written once per kubelet shape: 64 terms of an 8-GPU pod under a
+    restricted policy would write hundreds; the pod is answered at once, unchanged."""
+    placement = {"topologyManagerPolicies": ["restricted", "best-effort"]}
+    resources = {"cpuPerGpu": 24, "memoryPerGpu": "200Gi"}
+    policy_set = policies(policy_doc("p", placement=placement, resources=resources))
+    user = [{"matchExpressions": [expr("zone", "In", str(i))]} for i in range(64)]
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": user}}}  # fmt: skip
+    pod = make_pod(container(gpus=8), affinity=affinity)
+    result = mutate(pod, "ml-team", policy_set, SETTINGS)
+    assert result.patch == [] and result.pod is pod
+    (warning,) = result.warnings
+    assert "more than 256" in warning and "admitted unchanged" in warning
+    # One term of the user's is fine: its shapes are written.
+    affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": user[:1]
+    }
+    pod = make_pod(container(gpus=8), affinity=affinity)
+    assert len(terms(mutate(pod, "ml-team", policy_set, SETTINGS).pod)) > 1
