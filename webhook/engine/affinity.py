@@ -12,11 +12,11 @@ written in its smallest equivalent form (webhook/topology/filters/minimal.py).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from common.vocabulary import LINK_WORDS, Label, dataset_label
+from webhook import jsonio
 from webhook.engine.patch import clone
 from webhook.policy.model import (
     REFUSING_TOPOLOGY_POLICIES,
@@ -38,6 +38,7 @@ __all__ = [
     "numa_request",
     "required_expressions",
     "shape_args",
+    "user_terms",
 ]
 
 Expression = dict[str, Any]
@@ -209,23 +210,31 @@ def add_required(
 
 
 # Minimal forms by the terms' JSON: pods of one policy and size write the same terms. The
-# form is kept as text and read anew: no two pods, and no two terms, share an object (the
+# form is kept as JSON and read anew: no two pods, and no two terms, share an object (the
 # API server's JSON never does, and an RFC 6902 patch applied in memory must not reach the
 # same object twice).
-_MINIMAL: dict[str, str] = {}
+_MINIMAL: dict[bytes, bytes] = {}
 _MINIMAL_MAX = 1024
 
 
 def _minimal(terms: list[Any]) -> list[Any]:
-    key = json.dumps(terms, separators=(",", ":"))
+    key = jsonio.dumps(terms)
     found = _MINIMAL.get(key)
     if found is None:
         small = minimal_terms(terms)
         if len(_MINIMAL) >= _MINIMAL_MAX:
             _MINIMAL.clear()
-        found = _MINIMAL[key] = key if small == terms else json.dumps(small, separators=(",", ":"))
-    loaded: list[Any] = json.loads(found)
+        found = _MINIMAL[key] = key if small == terms else jsonio.dumps(small)
+    loaded: list[Any] = jsonio.loads(found)
     return loaded
+
+
+def user_terms(spec: dict[str, Any]) -> int:
+    """How many terms the kubelet shapes will multiply: the pod's own terms, less what an
+    earlier admission of ours wrote (at least one)."""
+    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return max(len(_cores(required.get("nodeSelectorTerms") or [], set())), 1)
 
 
 def _cores(terms: list[Any], ours: set[Any]) -> list[Any]:

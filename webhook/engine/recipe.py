@@ -21,6 +21,7 @@ from webhook.engine.affinity import (
     numa_request,
     required_expressions,
     shape_args,
+    user_terms,
 )
 from webhook.engine.datasets import add_datasets
 from webhook.engine.dra import claimed_workers, plan_dra, rewrite
@@ -196,9 +197,7 @@ MAX_WRITTEN_TERMS = 256
 def _written_terms_bound(spec: dict[str, Any], shapes: Any) -> None:
     if not shapes:
         return
-    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    count = max(len(required.get("nodeSelectorTerms") or ()), 1) * len(shapes)
+    count = user_terms(spec) * len(shapes)
     if count > MAX_WRITTEN_TERMS:
         raise _OutOfBounds(
             f"the node affinity would hold {count} terms (the pod's terms times its kubelet "
