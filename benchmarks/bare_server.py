@@ -48,12 +48,12 @@ async def _healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-async def _serve(cert: str, key: str, host: str, port: int, patch: Path | None) -> None:
+async def _serve(cert: str, key: str, host: str, port: int, patch: bytes | None) -> None:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(cert, key)
     app = web.Application()
-    handler = _allow if patch is None else _patching(Given(jsonio.loads(patch.read_bytes()), []))
+    handler = _allow if patch is None else _patching(Given(jsonio.loads(patch), []))
     app.router.add_post("/mutate", handler)
     app.router.add_get("/healthz", _healthz)
     runner = web.AppRunner(app, access_log=None)
@@ -77,7 +77,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--patch-file", type=Path, help="answer with this JSON patch")
     args = parser.parse_args()
-    asyncio.run(_serve(args.tls_cert, args.tls_key, args.host, args.port, args.patch_file))
+    patch = args.patch_file.read_bytes() if args.patch_file else None
+    asyncio.run(_serve(args.tls_cert, args.tls_key, args.host, args.port, patch))
 
 
 if __name__ == "__main__":
