@@ -11,201 +11,52 @@ children differ only in when gc.freeze() runs: before the node cache fills (as `
 until issue 47) or after. Runs alternate between them and between three kinds (plain: the
 total; split: timers on; alloc: tracemalloc on), and each figure is the median over runs.
 
-    python -m benchmarks.breakdown_miss [--runs 5] [--requests 1500] [--concurrency 1]
+    python -m benchmarks.breakdown_miss [--runs 5] [--requests 1500] [--concurrency 1] [--nodes 60]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
-import logging
 import os
 import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_node_cache import fill_cache, fleet_objects
 from benchmarks.bench_webhook import DISTINCT_PODS, FLEET_NODES, write_serving_pair
+from benchmarks.breakdown_server import INNER, ORDERS
 from benchmarks.floor import load_average
+from benchmarks.procs import cpu_seconds, start_server
 from benchmarks.table import markdown_table
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
+from webhook import jsonio
+from webhook.engine.recipe import mutate
+from webhook.policy.loader import load_policy_dir
 
 __all__ = ["main"]
 
-_ORDERS = ("before", "after")  # gc.freeze() before / after the node cache fills
-_KINDS = ("plain", "split", "alloc")
-_INNER = ("parse_review", "admit", "access line", "metrics")
-_PARTS = (*_INNER, "handler")
+_REPO = Path(__file__).resolve().parent.parent
 
-
-class _Meter:
-    """Thread-CPU time per part and gc passes, counted only while `on`."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.ns: dict[str, int] = dict.fromkeys(_PARTS, 0)
-        self.gc_passes = [0, 0, 0]
-        self.gc_ns = 0
-        self.gc_ns_by_gen = [0, 0, 0]
-        self._gc_started = 0
-        self.peak_bytes = 0  # tracemalloc: the most any handler call held above its start
-        self.peak_sum = 0
-        self.calls = 0
-
-    def timed(self, part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if not self.on:
-                return fn(*args, **kwargs)
-            started = time.thread_time_ns()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.ns[part] += time.thread_time_ns() - started
-
-        return call
-
-    def timed_async(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        # The handler: for these small bodies request.read() does not wait, so the thread
-        # time across it is the handler's own (checked: c=1 leaves nothing else to run).
-        async def call(*args: Any) -> Any:
-            if not self.on:
-                return await fn(*args)
-            started = time.thread_time_ns()
-            tracing = tracemalloc.is_tracing()
-            if tracing:
-                tracemalloc.reset_peak()
-                base = tracemalloc.get_traced_memory()[0]
-            try:
-                return await fn(*args)
-            finally:
-                self.ns["handler"] += time.thread_time_ns() - started
-                if tracing:
-                    peak = tracemalloc.get_traced_memory()[1] - base
-                    self.peak_bytes = max(self.peak_bytes, peak)
-                    self.peak_sum += peak
-                    self.calls += 1
-
-        return call
-
-    def gc_callback(self, phase: str, info: dict[str, int]) -> None:
-        if not self.on:
-            return
-        if phase == "start":
-            self._gc_started = time.thread_time_ns()
-            return
-        spent = time.thread_time_ns() - self._gc_started
-        self.gc_passes[info["generation"]] += 1
-        self.gc_ns += spent
-        self.gc_ns_by_gen[info["generation"]] += spent
-
-
-def _serve_child(order: str) -> int:
-    """A server child: 'listening URL', then per line 'start KIND' / 'stop' (a JSON line)."""
-    from aiohttp import web
-
-    import webhook.server.app as app_module
-    from common.logsetup import configure_logging
-    from webhook.server.app import STATE, ServerConfig, build_app, make_app
-
-    configure_logging("info", "json")  # stderr is /dev/null: the access line is written
-    meter = _Meter()
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        _ca, cert, key = write_serving_pair(work)
-        config = ServerConfig(
-            policies_dir=write_policy_dir(work / "policies"),
-            cert_path=cert,
-            key_path=key,
-            metrics_port=None,
-            node_cache=True,
-            claim_template_cache=True,
-        )
-        state = build_app(config)[STATE]
-        assert state.nodes is not None and state.tls is not None
-        if order == "before":
-            gc.freeze()
-        fill_cache(state.nodes, fleet_objects(FLEET_NODES))
-        if order == "after":
-            gc.freeze()
-        cache = state.admitter.pods  # type: ignore[attr-defined]
-        app_module.parse_review = meter.timed("parse_review", app_module.parse_review)
-        app_module._log = meter.timed("access line", app_module._log)
-        app_module._admit = meter.timed_async(app_module._admit)
-        state.admitter.admit = meter.timed("admit", state.admitter.admit)  # type: ignore[method-assign]
-        state.metrics.admission = meter.timed("metrics", state.metrics.admission)  # type: ignore[method-assign]
-        gc.callbacks.append(meter.gc_callback)
-        return asyncio.run(_child_loop(web, make_app(state), state.tls.listening, meter, cache))
-
-
-async def _child_loop(
-    web: Any, app: Any, context: ssl.SSLContext, meter: _Meter, cache: Any
-) -> int:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context, backlog=1024)
-    await site.start()
-    print(f"listening: https://127.0.0.1:{runner.addresses[0][1]}/mutate", flush=True)
-    loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str] = asyncio.Queue()
-
-    def read() -> None:
-        for line in sys.stdin:
-            loop.call_soon_threadsafe(lines.put_nowait, line.strip())
-        loop.call_soon_threadsafe(lines.put_nowait, "")
-
-    threading.Thread(target=read, daemon=True).start()
-    start: dict[str, Any] = {}
-    while line := await lines.get():
-        if line.startswith("start"):
-            kind = line.split()[1]
-            if kind == "alloc":
-                tracemalloc.start()
-            meter.__init__()  # type: ignore[misc]
-            meter.on = kind != "plain"
-            start = {"kind": kind, "cpu": time.process_time(), "hits": cache.hits}
-            start["blocks"] = sys.getallocatedblocks()
-        else:
-            meter.on = False
-            out = {
-                "cpu_ns": int((time.process_time() - start["cpu"]) * 1e9),
-                "hits": cache.hits - start["hits"],
-                "parts_ns": meter.ns,
-                "gc_passes": meter.gc_passes,
-                "gc_ns": meter.gc_ns,
-                "gc_ns_by_gen": meter.gc_ns_by_gen,
-                "peak_bytes": meter.peak_bytes,
-                "peak_mean": meter.peak_sum / max(1, meter.calls),
-                # Live blocks, all of them (tracemalloc would miss frees of older objects).
-                "blocks": sys.getallocatedblocks() - start["blocks"],
-            }
-            if start["kind"] == "alloc":
-                tracemalloc.stop()
-            print(json.dumps(out), flush=True)
-    await runner.cleanup()
-    return 0
+_KINDS = ("plain", "split", "alloc")  # timers off; timers and gc counts on; tracemalloc on
 
 
 class _Child:
-    def __init__(self, order: str) -> None:
+    def __init__(self, order: str, nodes: int) -> None:
         self.order = order
         self.next = 0  # the next body to send: every request a body not sent for a while
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.breakdown_miss", "--child", order],
+            [sys.executable, "-m", "benchmarks.breakdown_server", order, str(nodes)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+            env={**os.environ, "PYTHONPATH": str(_REPO)},
         )
         assert self.process.stdout is not None
         first = self.process.stdout.readline()
@@ -214,10 +65,12 @@ class _Child:
         self.url = first.split(" ", 1)[1].strip()
 
     def say(self, line: str) -> dict[str, Any] | None:
+        """'start KIND' (no answer), 'stop' or 'collect' (a JSON answer)."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
-        return json.loads(self.process.stdout.readline()) if line == "stop" else None
+        answers = not line.startswith("start")
+        return json.loads(self.process.stdout.readline()) if answers else None
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -225,7 +78,48 @@ class _Child:
         self.process.wait()
 
 
-async def _send(child: _Child, bodies: list[bytes], requests: int, concurrency: int) -> None:
+class _Bare:
+    """The bare aiohttp webhook (bare_server.py --patch-file, our patch for the first pod):
+    its whole request, from /proc, for the row "outside the handler" to stand beside."""
+
+    order = "bare"
+
+    def __init__(self, work: Path) -> None:
+        _ca, cert, key = write_serving_pair(work)
+        policies = load_policy_dir(write_policy_dir(work / "policies"))
+        patch = mutate(worker_pod(gpus=4), "ml-bench", policies).patch
+        (work / "patch.json").write_bytes(jsonio.dumps(patch))
+        self.next = 0
+        tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+        self.server = start_server(
+            "bare",
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.bare_server",
+                *tls,
+                "--patch-file",
+                str(work / "patch.json"),
+            ],
+            log=work / "bare.log",
+            env={**os.environ, "PYTHONPATH": str(_REPO)},
+        )
+        self.url = self.server.url
+        self._cpu = 0.0
+
+    def say(self, line: str) -> dict[str, Any] | None:
+        if line != "stop":
+            self._cpu = cpu_seconds(self.server.process.pid)
+            return None
+        return {"cpu_ns": (cpu_seconds(self.server.process.pid) - self._cpu) * 1e9, "hits": 0}
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+async def _send(
+    child: _Child | _Bare, bodies: list[bytes], requests: int, concurrency: int
+) -> None:
     import aiohttp
 
     context = ssl.create_default_context()
@@ -248,7 +142,9 @@ async def _send(child: _Child, bodies: list[bytes], requests: int, concurrency: 
         await asyncio.gather(*(worker(n) for n in share))
 
 
-def _run(child: _Child, kind: str, bodies: list[bytes], requests: int, c: int) -> dict[str, Any]:
+def _run(
+    child: _Child | _Bare, kind: str, bodies: list[bytes], requests: int, c: int
+) -> dict[str, Any]:
     child.say(f"start {kind}")
     sent = requests // c * c
     asyncio.run(_send(child, bodies, sent, c))
@@ -283,7 +179,7 @@ _ROWS: tuple[tuple[str, str, _Value], ...] = (
     (
         "  the rest (answer to JSON, web.Response)",
         "split",
-        lambda r: _parts(r, "handler") - _parts(r, *_INNER),
+        lambda r: _parts(r, "handler") - _parts(r, *INNER),
     ),
     ("garbage collector, all passes (inside the rows above)", "split", lambda r: r["gc_ns"]),
 )
@@ -306,7 +202,7 @@ def _table(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, 
     def row(name: str, cell: Callable[[str], str]) -> dict[str, Any]:
         return {
             "per request (medians of runs)": name,
-            **{f"freeze {o} fill": cell(o) for o in _ORDERS},
+            **{f"freeze {o} fill": cell(o) for o in ORDERS},
         }
 
     out = [
@@ -352,22 +248,27 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--requests", type=int, default=1500, help="per run")
     parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--child", choices=_ORDERS, help=argparse.SUPPRESS)
+    parser.add_argument("--nodes", type=int, default=FLEET_NODES, help="in the node cache")
     args = parser.parse_args()
-    if args.child:
-        logging.getLogger("asyncio").setLevel(logging.ERROR)
-        return _serve_child(args.child)
     bodies = [admission_review(worker_pod(gpus=4, index=i)) for i in range(DISTINCT_PODS)]
-    children = {order: _Child(order) for order in _ORDERS}
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {
-        (o, k): [] for o in _ORDERS for k in _KINDS
-    }
+    children = {order: _Child(order, args.nodes) for order in ORDERS}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {(o, k): [] for o in ORDERS for k in _KINDS}
+    bare_runs: list[dict[str, Any]] = []
+    collects: dict[str, list[float]] = {order: [] for order in ORDERS}
+    work = tempfile.TemporaryDirectory()
+    bare = _Bare(Path(work.name))
     try:
         for child in children.values():  # warm-up: every body once, the cache then cycles
             _run(child, "plain", bodies, len(bodies), args.concurrency)
+        _run(bare, "plain", bodies, args.requests, args.concurrency)
         for i in range(args.runs):
+            bare_runs.append(_run(bare, "plain", bodies, args.requests, args.concurrency))
+            for order, child in children.items():
+                collected = child.say("collect")
+                assert collected is not None
+                collects[order].append(collected["collect_us"])
             for kind in _KINDS:
-                for order in _ORDERS if i % 2 == 0 else reversed(_ORDERS):
+                for order in ORDERS if i % 2 == 0 else reversed(ORDERS):
                     run = _run(children[order], kind, bodies, args.requests, args.concurrency)
                     runs[(order, kind)].append(run)
                     cpu = run["cpu_ns"] / run["requests"] / 1e3
@@ -380,12 +281,28 @@ def main() -> int:
     finally:
         for child in children.values():
             child.close()
+        bare.close()
+        work.cleanup()
     print(
         f"\nServer breakdown on the miss path, c={args.concurrency}, {args.runs} interleaved "
-        f"runs of {args.requests} requests each, {FLEET_NODES} nodes in the cache. "
+        f"runs of {args.requests} requests each, {args.nodes} nodes in the cache. "
         "Taken on a shared, loaded machine: not final.\n"
     )
-    print(markdown_table(_table(runs)))
+    table = _table(runs)
+    table.insert(
+        -1,
+        {
+            "per request (medians of runs)": "one full collection, gc.collect(), CPU µs (median)",
+            **{f"freeze {o} fill": f"{statistics.median(collects[o]):.0f}" for o in ORDERS},
+        },
+    )
+    print(markdown_table(table))
+    whole = _median_per_request(bare_runs, lambda r: r["cpu_ns"], 1e-3)
+    print(
+        f"\nBeside it, the bare aiohttp webhook (orjson parse, our patch written; "
+        f"bare_server.py --patch-file), its whole request: {whole:.1f} CPU µs (median of "
+        f"{len(bare_runs)} runs interleaved with the above)."
+    )
     return 0
 
 
