@@ -53,7 +53,9 @@ def _command(peer: str, go: Path | None) -> list[str]:
     flags = [
         "--tls-cert=/tls/tls.crt",
         "--tls-key=/tls/tls.key",
-        "--host=0.0.0.0",
+        # The e2e runtime's pods share the host's network: each binds its own pod IP, as
+        # ours does (e2e/overlays/pod-network), or two replicas would collide.
+        "--host=$(POD_IP)",
         f"--port={_PORT}",
         "--patch-file=/tls/patch.json",
     ]
@@ -75,7 +77,10 @@ def _deployment(peer: str, go: Path | None) -> dict[str, Any]:
         "name": "serve",
         "image": DEFAULT_PREFETCH_IMAGE,  # our image: the e2e runtime runs it for real
         "command": _command(peer, go),
-        "env": [{"name": "PYTHONPATH", "value": str(_REPO)}],
+        "env": [
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "PYTHONPATH", "value": str(_REPO)},
+        ],
         "ports": [{"name": "https", "containerPort": _PORT}],
         "readinessProbe": {**probe, "periodSeconds": 1},
         "volumeMounts": mounts,

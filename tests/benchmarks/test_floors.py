@@ -152,6 +152,10 @@ def test_bare_peers_are_called_as_ours_is_for_their_own_pods(peer: str) -> None:
     assert json.loads(base64.b64decode(secret["data"]["patch.json"])) == _our_patch("ml-bench-test")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert (container["command"][0] == str(go)) == (peer == "bare-go")
+    assert "--host=$(POD_IP)" in container["command"]  # pods share the host's network here
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in (
+        container["env"]
+    )
 
 
 def test_the_bare_rows_sit_beside_the_peers_with_issue_47s_goals() -> None:
