@@ -23,6 +23,8 @@ from cryptography import x509
 
 from benchmarks.bench_e2e import _bodies, _our_patch, _ratios, _table
 from benchmarks.bench_webhook import write_serving_pair
+from benchmarks.breakdown_miss import _KINDS
+from benchmarks.breakdown_miss import _table as breakdown_table
 from benchmarks.floor import Given, given_of, respond
 from benchmarks.peers.bare import BARE_PEERS, NAMESPACE, bare_objects
 from benchmarks.peers.map_policy import PEER_LABEL
@@ -173,3 +175,34 @@ def test_the_bare_rows_sit_beside_the_peers_with_issue_47s_goals() -> None:
     assert ratios["ours ÷ bare aiohttp"]["goal (p50)"] == "≤ 1.25"
     assert ratios["ours ÷ bare Go"]["added p50"] == pytest.approx(4.0)
     assert ratios["ours ÷ MAP"]["goal (p50)"] == "≤ 2"
+
+
+def test_the_breakdown_splits_the_process_cpu_into_handler_parts_and_the_rest() -> None:
+    def run(cpu_us: float, **parts_us: float) -> dict[str, Any]:
+        parts = dict.fromkeys(("parse_review", "admit", "access line", "metrics", "handler"), 0)
+        parts.update({k.replace("_line", " line"): int(v * 1e3) for k, v in parts_us.items()})
+        return {
+            "requests": 10,
+            "cpu_ns": cpu_us * 1e4,
+            "parts_ns": {k: v * 10 for k, v in parts.items()},
+            "gc_passes": [20, 1, 0],
+            "gc_ns": 50_000,
+            "gc_ns_by_gen": [40_000, 10_000, 0],
+            "peak_bytes": 2048,
+            "peak_mean": 1024,
+            "blocks": 0,
+            "load": 3.0,
+        }
+
+    split = run(1000, handler=600, parse_review=40, admit=450, access_line=30, metrics=10)
+    runs = {(o, k): [run(900), split, split] for o in ("before", "after") for k in _KINDS}
+    rows = {
+        r["per request (medians of runs)"]: r["freeze after fill"] for r in breakdown_table(runs)
+    }
+    assert (
+        rows["outside the handler: TLS, HTTP parsing, event loop, aiohttp's write, CPU µs"]
+        == "400.0"
+    )
+    assert rows["  the rest (answer to JSON, web.Response), CPU µs"] == "70.0"
+    assert rows["gc gen0 passes per 1,000 requests"] == "2000.0"
+    assert rows["CPU µs per gen2 pass (all runs)"] == "none"
