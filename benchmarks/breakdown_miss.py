@@ -30,15 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_webhook import DISTINCT_PODS, FLEET_NODES, write_serving_pair
-from benchmarks.breakdown_server import INNER, ORDERS
+from benchmarks.bench_webhook import DISTINCT_PODS, FLEET_NODES
+from benchmarks.breakdown_server import INNER, ORDERS, Bare
 from benchmarks.floor import load_average
-from benchmarks.procs import cpu_seconds, start_server
 from benchmarks.table import markdown_table
-from benchmarks.workload import admission_review, worker_pod, write_policy_dir
-from webhook import jsonio
-from webhook.engine.recipe import mutate
-from webhook.policy.loader import load_policy_dir
+from benchmarks.workload import admission_review, worker_pod
 
 __all__ = ["main"]
 
@@ -79,48 +75,7 @@ class _Child:
         self.process.wait()
 
 
-class _Bare:
-    """The bare aiohttp webhook (bare_server.py --patch-file, our patch for the first pod):
-    its whole request, from /proc, for the row "outside the handler" to stand beside."""
-
-    order = "bare"
-
-    def __init__(self, work: Path) -> None:
-        _ca, cert, key = write_serving_pair(work)
-        policies = load_policy_dir(write_policy_dir(work / "policies"))
-        patch = mutate(worker_pod(gpus=4), "ml-bench", policies).patch
-        (work / "patch.json").write_bytes(jsonio.dumps(patch))
-        self.next = 0
-        tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
-        self.server = start_server(
-            "bare",
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.bare_server",
-                *tls,
-                "--patch-file",
-                str(work / "patch.json"),
-            ],
-            log=work / "bare.log",
-            env={**os.environ, "PYTHONPATH": str(_REPO)},
-        )
-        self.url = self.server.url
-        self._cpu = 0.0
-
-    def say(self, line: str) -> dict[str, Any] | None:
-        if line != "stop":
-            self._cpu = cpu_seconds(self.server.process.pid)
-            return None
-        return {"cpu_ns": (cpu_seconds(self.server.process.pid) - self._cpu) * 1e9, "hits": 0}
-
-    def close(self) -> None:
-        self.server.stop()
-
-
-async def _send(
-    child: _Child | _Bare, bodies: list[bytes], requests: int, concurrency: int
-) -> None:
+async def _send(child: _Child | Bare, bodies: list[bytes], requests: int, concurrency: int) -> None:
     import aiohttp
 
     context = ssl.create_default_context()
@@ -144,7 +99,7 @@ async def _send(
 
 
 def _run(
-    child: _Child | _Bare, kind: str, bodies: list[bytes], requests: int, c: int
+    child: _Child | Bare, kind: str, bodies: list[bytes], requests: int, c: int
 ) -> dict[str, Any]:
     child.say(f"start {kind}")
     sent = requests // c * c
@@ -271,7 +226,7 @@ def main() -> int:
     bare_runs: list[dict[str, Any]] = []
     collects: dict[str, list[float]] = {order: [] for order in ORDERS}
     work = tempfile.TemporaryDirectory()
-    bare = _Bare(Path(work.name))
+    bare = Bare(Path(work.name))
     try:
         for child in children.values():  # warm-up: every body once, the cache then cycles
             _run(child, "plain", bodies, len(bodies), args.concurrency)

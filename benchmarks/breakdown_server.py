@@ -1,6 +1,6 @@
-"""The server side of breakdown_miss.py: one child process, the app `serve` builds, its node
+"""The servers of breakdown_miss.py: ours in a child process, the app `serve` builds, its node
 cache filled, gc.freeze() before or after the fill, timers around the handler's parts and
-gc.callbacks counting only while a run is on.
+gc.callbacks counting only while a run is on; and `Bare`, the bare aiohttp webhook beside it.
 
     python -m benchmarks.breakdown_server before|after [NODES]  # 'start KIND', 'stop', 'collect'
 """
@@ -11,6 +11,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import ssl
 import sys
 import tempfile
@@ -23,9 +24,15 @@ from typing import Any
 
 from benchmarks.bench_node_cache import fill_cache, fleet_objects
 from benchmarks.bench_webhook import FLEET_NODES, write_serving_pair
-from benchmarks.workload import write_policy_dir
+from benchmarks.procs import cpu_seconds, start_server
+from benchmarks.workload import worker_pod, write_policy_dir
+from webhook import jsonio
+from webhook.engine.recipe import mutate
+from webhook.policy.loader import load_policy_dir
 
-__all__ = ["INNER", "ORDERS", "main"]
+__all__ = ["INNER", "ORDERS", "Bare", "main"]
+
+_REPO = Path(__file__).resolve().parent.parent
 
 ORDERS = ("before", "after")  # gc.freeze() before / after the node cache fills
 INNER = ("parse_review", "admit", "access line", "metrics")
@@ -181,6 +188,45 @@ async def _child_loop(
             print(json.dumps(out), flush=True)
     await runner.cleanup()
     return 0
+
+
+class Bare:
+    """The bare aiohttp webhook (bare_server.py --patch-file, our patch for the first pod):
+    its whole request, from /proc, for the row "outside the handler" to stand beside."""
+
+    order = "bare"
+
+    def __init__(self, work: Path) -> None:
+        _ca, cert, key = write_serving_pair(work)
+        policies = load_policy_dir(write_policy_dir(work / "policies"))
+        patch = mutate(worker_pod(gpus=4), "ml-bench", policies).patch
+        (work / "patch.json").write_bytes(jsonio.dumps(patch))
+        self.next = 0
+        tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+        self.server = start_server(
+            "bare",
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.bare_server",
+                *tls,
+                "--patch-file",
+                str(work / "patch.json"),
+            ],
+            log=work / "bare.log",
+            env={**os.environ, "PYTHONPATH": str(_REPO)},
+        )
+        self.url = self.server.url
+        self._cpu = 0.0
+
+    def say(self, line: str) -> dict[str, Any] | None:
+        if line != "stop":
+            self._cpu = cpu_seconds(self.server.process.pid)
+            return None
+        return {"cpu_ns": (cpu_seconds(self.server.process.pid) - self._cpu) * 1e9, "hits": 0}
+
+    def close(self) -> None:
+        self.server.stop()
 
 
 def main() -> int:
