@@ -7,8 +7,12 @@ is what the transport does with a body: parse the AdmissionReview bytes, admit, 
 answer's bytes. The DISTINCT_PODS pods of bench_webhook's row are sent in turn, more than
 the answer cache keeps, so every request is a miss (checked after each pass).
 
-    python -m benchmarks.profile_miss                 # CPU µs per request, the top functions
+    python -m benchmarks.profile_miss                 # CPU µs per request, the floor, the top
     python -m benchmarks.profile_miss --against DIR   # this tree vs the tree at DIR
+
+Beside the miss path, passes interleaved with it: the floor (floor.py), parsing the same
+bodies with the same JSON library and writing the same answers' bytes (checked), and the
+ratio of the two medians, each pass with the machine's load.
 
 `--against` runs one child process per tree and alternates passes between them (this, DIR,
 this, DIR…), so machine noise hits both alike; DIR is any copy of the repository (a git
@@ -32,6 +36,7 @@ from pathlib import Path
 
 from benchmarks.bench_node_cache import fill_cache, fleet_objects
 from benchmarks.bench_webhook import DISTINCT_PODS, FLEET_NODES, write_serving_pair
+from benchmarks.floor import Given, given_of, load_average, respond
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
 from webhook import jsonio
 from webhook.server.answer_cache import CachedAdmitter
@@ -98,6 +103,42 @@ def _pass(answer: Answer, cache: CachedAdmitter, bodies: list[bytes]) -> float:
     if cache.hits != hits:
         raise RuntimeError(f"{cache.hits - hits} answer cache hits: this is not the miss path")
     return elapsed / len(bodies) * 1e6
+
+
+def _givens(answer: Answer, bodies: list[bytes]) -> list[Given]:
+    """The engine's answer for each body, and a check that the floor writes its bytes."""
+    givens = []
+    for body in bodies:
+        written = answer(body)
+        given = given_of(written)
+        if respond(body, given) != written:
+            raise RuntimeError(f"the floor does not write our answer: {written[:300]!r}")
+        givens.append(given)
+    return givens
+
+
+def _floor_pass(bodies: list[bytes], givens: list[Given]) -> float:
+    """CPU µs per request of the floor over one pass of the same bodies."""
+    started = time.process_time()
+    for body, given in zip(bodies, givens, strict=True):
+        respond(body, given)
+    return (time.process_time() - started) / len(bodies) * 1e6
+
+
+def _against_floor(answer: Answer, cache: CachedAdmitter, bodies: list[bytes], passes: int) -> None:
+    """Miss path and floor passes interleaved; medians, their ratio, the load of each pass."""
+    givens = _givens(answer, bodies)  # also the warm-up of both
+    gc.collect()
+    miss: list[float] = []
+    floor: list[float] = []
+    for _ in range(passes):
+        miss.append(_pass(answer, cache, bodies))
+        floor.append(_floor_pass(bodies, givens))
+        print(f"  pass: miss {miss[-1]:.1f}, floor {floor[-1]:.1f} µs  ({load_average()})")
+    m, f = statistics.median(miss), statistics.median(floor)
+    print(f"miss path: {m:.1f} CPU µs/request (median of {passes} passes)")
+    print(f"floor (orjson parse + the same answer written): {f:.1f} CPU µs/request")
+    print(f"miss ÷ floor: {m / f:.2f} (goal ≤ 3)  ({load_average()}; under load: not final)")
 
 
 def _top(stats: pstats.Stats, key: str) -> str:
@@ -203,11 +244,7 @@ def main() -> int:
         answer, cache = miss_path(Path(tmp))
         bodies = _bodies()
         _check(answer, cache, bodies[0])
-        _pass(answer, cache, bodies)  # warm-up
-        gc.collect()
-        samples = [_pass(answer, cache, bodies) for _ in range(args.passes)]
-        shown = " ".join(f"{v:.1f}" for v in samples)
-        print(f"miss path: {statistics.median(samples):.1f} CPU µs/request (passes: {shown})")
+        _against_floor(answer, cache, bodies, args.passes)
         _profile(answer, bodies)
     return 0
 

@@ -21,7 +21,13 @@ from typing import Any
 
 from benchmarks.peers.map_policy import PEER_LABEL
 
-__all__ = ["NAMESPACE", "kyverno_binary", "kyverno_policy", "running_kyverno"]
+__all__ = [
+    "NAMESPACE",
+    "apply_until_served",
+    "kyverno_binary",
+    "kyverno_policy",
+    "running_kyverno",
+]
 
 _REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "kyverno"
@@ -184,3 +190,17 @@ def _wait_registered(kubectl: Any, process: subprocess.Popen[bytes], log: Path) 
             return
         time.sleep(1)
     raise RuntimeError(f"kyverno registered no mutating webhook in {_STARTUP_S} s: {log}")
+
+
+def apply_until_served(k: Any, obj: dict[str, Any], seconds: float = 180) -> None:
+    """Kyverno validates its own policies by webhook: its server may still be loading the
+    serving pair it just made (TLS alert) when its webhook is already registered."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            k.apply(obj)
+            return
+        except RuntimeError:  # kubectl's failure, with its message
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)

@@ -180,7 +180,6 @@ async def _serve(
 ) -> int:
     import asyncio
     import contextlib
-    import gc
     import signal
 
     from webhook.policy.loader import PolicyLoadError
@@ -215,7 +214,8 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         try:
-            server = await stack.enter_async_context(WebhookServer(config))
+            # gc.freeze() once the node cache's first list is in (runner.freeze_when_loaded).
+            server = await stack.enter_async_context(WebhookServer(config, freeze_gc=True))
         except PolicyLoadError as exc:
             print(
                 f"topoplace-webhook serve: the policy set in {args.policies} is invalid; "
@@ -232,9 +232,6 @@ async def _serve(
                 file=sys.stderr,
             )
             return _EXIT_STARTUP
-        # Everything loaded so far lives until exit: keep the collector from rescanning it
-        # on every full collection (admission allocates many short-lived dicts).
-        gc.freeze()
         print(f"listening: {server.url}", flush=True)
         if server.metrics_port is not None:
             metrics_host = server.url.split("//", 1)[1].rsplit(":", 1)[0]

@@ -70,6 +70,7 @@ class NodeCache:
         self.index = NodeIndex()
         self._zones = zones
         self.ready = False  # the first list is in
+        self.listed = asyncio.Event()  # set with `ready`: the server's gc.freeze() waits on it
         self.lists = 0  # lists completed (tests wait on relists)
         self.events = 0  # watch events applied
         self._watch_seconds = watch_seconds
@@ -148,6 +149,7 @@ class NodeCache:
         # Built aside and swapped in whole: admission never sees a half-built index.
         self.index = NodeIndex(NodeView.from_object(item) for item in snapshot.items)
         self.ready = True
+        self.listed.set()
         self.lists += 1
         logger.info(
             "node cache: listed nodes",

@@ -1,9 +1,11 @@
 """The webhook as an async context manager: bind, serve, and on exit drain what is in flight
-before the background tasks stop."""
+before the background tasks stop. With `freeze_gc`, gc.freeze() once the start-up data is in:
+the policies at once, the node cache's first list when it is on (issue 47)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from types import TracebackType
 
@@ -16,13 +18,34 @@ __all__ = ["WebhookServer"]
 
 logger = logging.getLogger("webhook.server.app")
 
+# The longest gc.freeze() waits for the node cache's first list (an API server refusing the
+# list for good must not leave the collector rescanning the start-up objects forever).
+FREEZE_WAIT_S = 120.0
+
+
+async def freeze_when_loaded(state: WebhookState, wait_s: float = FREEZE_WAIT_S) -> None:
+    """gc.freeze() after the node cache's first list, or `wait_s`: everything loaded by then
+    lives until exit, and a full collection need not rescan it (admission allocates many
+    short-lived dicts). Frozen before the list, the whole index stayed in the scanned set."""
+    if state.nodes is not None:
+        try:
+            async with asyncio.timeout(wait_s):
+                await state.nodes.listed.wait()
+        except TimeoutError:
+            logger.info("gc.freeze() without the node cache: its first list is not in yet")
+    gc.freeze()
+
 
 class WebhookServer:
     """The webhook as an async context manager: `port`, `url` and `state` once entered."""
 
-    def __init__(self, config: ServerConfig, *, mutate: MutateFn | None = None) -> None:
+    def __init__(
+        self, config: ServerConfig, *, mutate: MutateFn | None = None, freeze_gc: bool = False
+    ) -> None:
         self.config = config
         self._mutate = mutate
+        self._freeze_gc = freeze_gc  # `serve` only: tests share one process
+        self._freezing: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.state: WebhookState | None = None
@@ -58,6 +81,8 @@ class WebhookServer:
             raise
         self._runner = runner
         self.port = int(runner.addresses[0][1])
+        if self._freeze_gc:
+            self._freezing = asyncio.create_task(freeze_when_loaded(self.state), name="gc-freeze")
         return self
 
     async def __aexit__(
@@ -67,6 +92,8 @@ class WebhookServer:
         tb: TracebackType | None,
     ) -> None:
         runner, self._runner = self._runner, None
+        if self._freezing is not None:
+            self._freezing.cancel()
         if runner is None or self.state is None:
             return
         # Refuse new connections, then let running admissions finish, including ones whose

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -30,7 +32,7 @@ from tests.webhook.server.fake_nodes import NodeApiServer
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import load_policy_dir
 from webhook.server.node_cache import NodeCache
-from webhook.server.runner import WebhookServer
+from webhook.server.runner import WebhookServer, freeze_when_loaded
 from webhook.warnings.kinds import WarningKind
 
 FLEET = {n["metadata"]["name"]: n for n in yaml.safe_load(EXAMPLE_NODES.read_text())["items"]}
@@ -203,3 +205,32 @@ async def test_carries_says_whether_some_node_has_a_label(api: NodeApiServer) ->
         placed["metadata"]["labels"]["topoplace.io/network-tier-2"] = "b1"
         api.node_store.put(placed)
         await until(lambda: cache.carries("topoplace.io/network-tier-2") is True, "the label")
+
+
+async def test_serve_freezes_the_collector_once_the_first_node_list_is_in(
+    api: NodeApiServer, policy_dir: Path, tls_files: TlsFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frozen before the list (as until issue 47), the whole node index stayed in the set
+    every full collection rescans."""
+    await api.stop_listening()  # the first list waits for this
+    seen: list[bool] = []  # the cache's readiness each time gc.freeze() runs
+    config = server_config(
+        policy_dir, tls_files, node_cache=True, kubeconfig=api.write_kubeconfig()
+    )
+    async with WebhookServer(config, freeze_gc=True) as server:
+        assert server.state is not None and server.state.nodes is not None
+        nodes = server.state.nodes
+        monkeypatch.setattr(gc, "freeze", lambda: seen.append(nodes.ready))
+        await api.start_listening()
+        await until(lambda: bool(seen), "gc.freeze()")
+    assert seen == [True]
+
+
+async def test_freeze_does_not_wait_forever_for_a_list_that_never_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    state = SimpleNamespace(nodes=NodeCache())  # never listed
+    await freeze_when_loaded(state, wait_s=0.01)  # type: ignore[arg-type]
+    assert frozen == [True]
