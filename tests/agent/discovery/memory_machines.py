@@ -23,7 +23,6 @@ Memory sizes are the machines' installed memory less a typical firmware share.
 from __future__ import annotations
 
 from collections.abc import Callable
-
 from pathlib import Path
 
 from tests.agent.discovery.sysfs_builder import PciNode, SysfsBuilder, standard_cpus
@@ -65,7 +64,8 @@ def _nic(b: SysfsBuilder, domain: int, numa: int, name: str, *, device: int = CX
     """A ConnectX-7 or BlueField-3 behind its own switch, on bus 3 (…:03:00.0)."""
     (down,) = b.switch(_rooted(b, domain, numa), 0x01, [0], vendor=MELLANOX, device=0x1979)
     ib = device == CX7
-    fn = b.function(down, 0x03, 0, vendor=MELLANOX, device=device, cls=IB_CLASS if ib else ETH_CLASS)
+    cls = IB_CLASS if ib else ETH_CLASS
+    fn = b.function(down, 0x03, 0, vendor=MELLANOX, device=device, cls=cls)
     b.rdma(fn, name, netdev=name, link_layer="InfiniBand" if ib else "Ethernet")
 
 

@@ -1,0 +1,130 @@
+"""Real kubelets on machines with CPU-less NUMA nodes (Grace trays in NUMA mode, a CXL expander):
+whether each starts, which NUMA nodes it counts, and what it admits for 1, 2 and 4 GPUs with
+CPUs and memory, with and without `max-allowable-numa-nodes` and the Static memory manager.
+
+What was seen is docs/memory-only-numa.md's table; EXPECTED (memory_only_cases.py) is it,
+so a kubelet that behaves otherwise fails here. Every case runs, then the comparison: one run
+records all.
+The record is also written to $TOPOPLACE_E2E_RECORD (a JSON file) when set.
+
+Not run: the Static memory manager on the 34-node GB200 tray. Its hint search walks every
+subset of the machine's NUMA nodes for each Guaranteed pod, even under policy `none`
+(memorymanager/policy_static.go: calculateHints, also from getDefaultHint): 2^34 sets, and a
+hint kept for each that holds the memory — hours of CPU and more memory than this host has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import procs
+from e2e.cluster import Cluster
+from e2e.kube import Kubectl
+from e2e.state import load
+from tests.agent.discovery import machines
+from tests.e2e.helpers import cluster_cli
+from tests.e2e.kubelet_truth import phase, wait_admitted_or_refused
+from tests.e2e.memory_only_cases import CASES, EXPECTED, PODS
+
+
+def _pod(name: str, node: str, gpus: int, cpu: int, memory: str) -> dict[str, Any]:
+    limits = {"cpu": str(cpu), "memory": memory, "nvidia.com/gpu": gpus}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {"name": "trainer", "image": "busybox:1", "resources": {"limits": limits}}
+            ],
+        },
+    }
+
+
+def _start_reason(stderr: str) -> str:
+    found = re.search(r"unsupported on machines with more than \d+ NUMA Nodes", stderr)
+    return found[0] if found else stderr.strip().splitlines()[-1][:200]
+
+
+def _memory_numa(kubelet_root: Path) -> list[int] | None:
+    state = kubelet_root / "memory_manager_state"
+    if not state.exists():
+        return None
+    doc = json.loads(state.read_text())
+    return sorted(int(n) for n in (doc.get("machineState") or {}))
+
+
+def _try(kubectl: Kubectl, ns: str, node: str, pod: str) -> dict[str, Any]:
+    gpus, cpu, memory = PODS[pod]
+    name = f"{node}-{pod}"
+    kubectl.run("create", "-n", ns, "-f", "-", input=json.dumps(_pod(name, node, gpus, cpu,
+                                                                      memory)))  # fmt: skip
+    procs.wait_for(
+        lambda: kubectl.json("get", "pod", name, "-n", ns)["spec"].get("nodeName"),
+        f"{ns}/{name} bound",
+        timeout=60,
+    )
+    verdict = wait_admitted_or_refused(kubectl, ns, name)
+    status = kubectl.json("get", "pod", name, "-n", ns)["status"]
+    kubectl.run("delete", "pod", name, "-n", ns, "--grace-period=1", "--wait=true", timeout=120)
+    outcome = verdict[0] if verdict[0] == "Running" else verdict[1] or phase(kubectl, ns, name)[1]
+    return {"outcome": outcome, "message": status.get("message", "")[:200]}
+
+
+def _observe(cluster: Cluster, kubectl: Kubectl, ns: str, tmp: Path, node: str) -> dict[str, Any]:
+    machine, fields, pods = CASES[node]
+    sysfs = machines.build(machine, tmp / node / "sys")
+    config = tmp / node / "kubelet.json"
+    config.write_text(json.dumps(fields))
+    added = cluster_cli("add-node", node, "--sysfs", str(sysfs), "--kubelet-config", str(config))
+    if added.returncode != 0:
+        cluster_cli("remove-node", node)
+        return {"start": _start_reason(added.stderr)}
+    seen: dict[str, Any] = {"start": "ok"}
+    try:
+        record = load(cluster.state).nodes[node]
+        memory = _memory_numa(Path(record["kubelet_root"]))
+        if memory is not None:
+            seen["memory_numa"] = memory
+        seen["pods"] = {p: _try(kubectl, ns, node, p) for p in pods}
+    finally:
+        cluster_cli("remove-node", node)
+    return seen
+
+
+@pytest.fixture
+def ml_namespace(kubectl: Kubectl) -> Iterator[str]:
+    name = f"ml-e2e-grace-{secrets.token_hex(3)}"
+    kubectl("create", "namespace", name)
+    procs.wait_for(
+        lambda: kubectl.run("get", "sa", "default", "-n", name, check=False).returncode == 0,
+        f"serviceaccount default in {name}",
+    )
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_kubelets_on_cpu_less_numa_nodes(
+    cluster: Cluster, kubectl: Kubectl, ml_namespace: str, tmp_path: Path
+) -> None:
+    seen = {node: _observe(cluster, kubectl, ml_namespace, tmp_path, node) for node in CASES}
+    text = json.dumps(seen, indent=2, sort_keys=True)
+    print(text)
+    if os.environ.get("TOPOPLACE_E2E_RECORD"):
+        Path(os.environ["TOPOPLACE_E2E_RECORD"]).write_text(text + "\n")
+    outcomes = {
+        node: {k: v for k, v in s.items() if k != "pods"}
+        | ({"pods": {p: r["outcome"] for p, r in s["pods"].items()}} if "pods" in s else {})
+        for node, s in seen.items()
+    }
+    assert outcomes == EXPECTED
