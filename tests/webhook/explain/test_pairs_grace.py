@@ -97,3 +97,18 @@ def test_validate_notes_grace_for_every_dra_policy_with_nics(tmp_path: Path) -> 
     found = policies(tmp_path, "{resource: rdma/ib}", dra=DRA.replace("ALIGN", "numaNode"))
     grace = [n for n in policy_notes(found) if "Grace" in n]
     assert len(grace) == 1 and "aligns GPU and NIC claims on numaNode" in grace[0]
+
+
+def test_explain_recommends_max_allowable_numa_nodes_where_the_kubelet_needs_it(
+    tmp_path: Path, nodes: dict[str, dict[str, Any]]
+) -> None:
+    """The fixtures' kubelets run the default policy `none` (no config file read): a GB200
+    tray (34 NUMA nodes) and a GH200 (9) could not run an aligning one without the option."""
+    found = policies(tmp_path, "{resource: rdma/ib}")
+    notes = {n.node: n.notes for n in explain(found, 1, list(nodes.values())).nodes}
+    assert notes["gb200-tray"] == (
+        "34 NUMA nodes (32 without CPUs): a restricted or single-numa-node kubelet starts here "
+        "only with max-allowable-numa-nodes 34 or more",
+    )
+    assert "max-allowable-numa-nodes 9 or more" in notes["gh200"][0]
+    assert notes["cxl-server"] == notes["dgx-h100"] == ()
