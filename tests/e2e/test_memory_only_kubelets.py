@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from agent.discovery.discover import DiscoveryOptions, discover
+from agent.sources.podresources import list_pod_resources
 from e2e import procs
 from e2e.cluster import Cluster
 from e2e.kube import Kubectl
@@ -64,7 +66,24 @@ def _memory_numa(kubelet_root: Path) -> list[int] | None:
     return sorted(int(n) for n in (doc.get("machineState") or {}))
 
 
-def _try(kubectl: Kubectl, ns: str, node: str, pod: str) -> dict[str, Any]:
+def _given(record: dict[str, Any], ns: str, name: str) -> dict[str, list[int]]:
+    """The NUMA nodes of what the kubelet gave the pod: exclusive CPUs, GPUs, pinned memory
+    (PodResources List on the node's socket, CPUs placed by the machine's tree)."""
+    found = [p for p in list_pod_resources(Path(record["pod_resources_socket"]))
+             if (p.namespace, p.name) == (ns, name)]  # fmt: skip
+    if not found:
+        return {}
+    (c,) = found[0].containers
+    topo = discover(DiscoveryOptions(sysfs_root=Path(record["sysfs"]), use_nvml=False)).topology
+    where = {cpu: n.id for n in topo.numa_nodes for cpu in n.cpus}
+    return {
+        "cpus": sorted({where[i] for i in c.cpu_ids}),
+        "gpus": sorted({n for d in c.devices for n in d.numa_nodes}),
+        "memory": sorted({n for m in c.memory for n in m.numa_nodes}),
+    }
+
+
+def _try(kubectl: Kubectl, ns: str, node: str, pod: str, record: dict[str, Any]) -> dict[str, Any]:
     gpus, cpu, memory = PODS[pod]
     name = f"{node}-{pod}"
     obj = _pod(name, node, gpus, cpu, memory)
@@ -79,9 +98,10 @@ def _try(kubectl: Kubectl, ns: str, node: str, pod: str) -> dict[str, Any]:
     except TimeoutError as exc:  # recorded as seen; the comparison at the end fails on it
         verdict = ("", f"no verdict: {exc}")
     status = kubectl.json("get", "pod", name, "-n", ns)["status"]
+    given = _given(record, ns, name) if verdict[0] == "Running" else {}
     kubectl.run("delete", "pod", name, "-n", ns, "--grace-period=1", "--wait=true", timeout=120)
     outcome = verdict[0] if verdict[0] == "Running" else verdict[1] or phase(kubectl, ns, name)[1]
-    return {"outcome": outcome, "message": status.get("message", "")[:200]}
+    return {"outcome": outcome, "message": status.get("message", "")[:200], "numa": given}
 
 
 def _observe(cluster: Cluster, kubectl: Kubectl, ns: str, tmp: Path, node: str) -> dict[str, Any]:
@@ -99,7 +119,7 @@ def _observe(cluster: Cluster, kubectl: Kubectl, ns: str, tmp: Path, node: str) 
         memory = _memory_numa(Path(record["kubelet_root"]))
         if memory is not None:
             seen["memory_numa"] = memory
-        seen["pods"] = {p: _try(kubectl, ns, node, p) for p in pods}
+        seen["pods"] = {p: _try(kubectl, ns, node, p, record) for p in pods}
     finally:
         cluster_cli("remove-node", node)
     return seen
