@@ -32,7 +32,7 @@ from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from e2e.state import load
 from tests.agent.discovery import machines
-from tests.e2e.helpers import cluster_cli
+from tests.e2e.helpers import cluster_cli, explain
 from tests.e2e.kubelet_truth import phase, wait_admitted_or_refused
 from tests.e2e.memory_only_cases import CASES, EXPECTED, PODS
 
@@ -83,10 +83,31 @@ def _given(record: dict[str, Any], ns: str, name: str) -> dict[str, list[int]]:
     }
 
 
-def _try(kubectl: Kubectl, ns: str, node: str, pod: str, record: dict[str, Any]) -> dict[str, Any]:
+def _explained(cluster: Cluster, obj: dict[str, Any], ns: str, tmp: Path, node: str) -> str:
+    """explain's verdict on `node` before the pod exists: "fits", or its check and reason."""
+    try:
+        rows = {n["node"]: n for n in explain(cluster, obj, ns, tmp)["nodes"]}
+    except (AssertionError, ValueError) as exc:
+        return f"explain failed: {exc}"[:300]
+    row = rows.get(node)
+    if row is None:
+        return "explain did not list the node"
+    return "fits" if row["fits"] else f"{row.get('check')}: {row.get('reason')}"[:300]
+
+
+def _try(
+    cluster: Cluster,
+    kubectl: Kubectl,
+    ns: str,
+    tmp: Path,
+    node: str,
+    pod: str,
+    record: dict[str, Any],
+) -> dict[str, Any]:
     gpus, cpu, memory = PODS[pod]
     name = f"{node}-{pod}"
     obj = _pod(name, node, gpus, cpu, memory)
+    said = _explained(cluster, obj, ns, tmp, node)
     kubectl.run("create", "-n", ns, "-f", "-", input=json.dumps(obj))
     try:
         procs.wait_for(
@@ -101,7 +122,12 @@ def _try(kubectl: Kubectl, ns: str, node: str, pod: str, record: dict[str, Any])
     given = _given(record, ns, name) if verdict[0] == "Running" else {}
     kubectl.run("delete", "pod", name, "-n", ns, "--grace-period=1", "--wait=true", timeout=120)
     outcome = verdict[0] if verdict[0] == "Running" else verdict[1] or phase(kubectl, ns, name)[1]
-    return {"outcome": outcome, "message": status.get("message", "")[:200], "numa": given}
+    return {
+        "outcome": outcome,
+        "message": status.get("message", "")[:200],
+        "numa": given,
+        "explain": said,
+    }
 
 
 def _observe(cluster: Cluster, kubectl: Kubectl, ns: str, tmp: Path, node: str) -> dict[str, Any]:
@@ -119,7 +145,7 @@ def _observe(cluster: Cluster, kubectl: Kubectl, ns: str, tmp: Path, node: str) 
         memory = _memory_numa(Path(record["kubelet_root"]))
         if memory is not None:
             seen["memory_numa"] = memory
-        seen["pods"] = {p: _try(kubectl, ns, node, p, record) for p in pods}
+        seen["pods"] = {p: _try(cluster, kubectl, ns, tmp, node, p, record) for p in pods}
     finally:
         cluster_cli("remove-node", node)
     return seen
@@ -153,3 +179,11 @@ def test_kubelets_on_cpu_less_numa_nodes(
         for node, s in seen.items()
     }
     assert outcomes == EXPECTED
+    # explain's verdict, asked before each pod existed, is the kubelet's outcome.
+    disagree = {
+        (node, p): (r["explain"], r["outcome"])
+        for node, s in seen.items()
+        for p, r in s.get("pods", {}).items()
+        if (r["explain"] == "fits") != (r["outcome"] == "Running")
+    }
+    assert disagree == {}
