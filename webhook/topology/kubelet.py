@@ -4,8 +4,9 @@ from a NodeResourceTopology's attributes, with what the model does not know said
 Policies and options follow the kubelet's: Topology Manager policy `none` (default),
 `best-effort`, `restricted`, `single-numa-node`; scope `container` (default) or `pod`;
 options `prefer-closest-numa-nodes` (which of several equally narrow NUMA sets is chosen,
-never whether the pod is admitted) and `max-allowable-numa-nodes` (default 8: a kubelet on a
-machine with more NUMA nodes does not start an aligning Topology Manager at all). A policy
+never whether the pod is admitted) and `max-allowable-numa-nodes` (default 8: a kubelet with
+an aligning policy on a machine with more NUMA nodes, those without CPUs included, does not
+start at all). A policy
 or option value the model does not know is treated as not aligning, and `unknown` says so.
 """
 
