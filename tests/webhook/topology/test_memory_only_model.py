@@ -16,11 +16,14 @@ from common.vocabulary import TOPOLOGY_ANNOTATION, Label
 from tests.agent.discovery import machines
 from tests.e2e.memory_only_cases import CASES, EXPECTED, PODS
 from tests.kube import parse_quantity
+from tests.webhook.topology.nrt import nrt
 from webhook.topology.admission import PodUnits, idle_refusal
+from webhook.topology.fit import free_fit
 from webhook.topology.kubelet import config_from_labels
 from webhook.topology.merge import admit
 from webhook.topology.requests import Unit
 from webhook.topology.shape import hardware_capacity, numa_shape
+from webhook.topology.zones import zones_from_object
 
 GI = 2**30
 SYSTEM_RESERVED = 4 * GI  # the e2e kubelets' systemReserved memory
@@ -99,3 +102,15 @@ def test_the_static_memory_manager_on_34_numa_nodes_is_refused_in_its_words(
                                  rdma_resource="rdma/ib")  # fmt: skip
     verdict = admit(config_from_labels(labels), capacity, _units("1gpu").pod)
     assert not verdict.admitted and "searches 2^34 NUMA sets" in (verdict.reason or "")
+
+
+def test_a_published_gb200_tray_has_room_now_for_what_its_kubelet_admits() -> None:
+    """make cluster: explain's `numa-free` (and the extender, which has no labels) took the
+    default limit of 8 NUMA nodes and refused every pod on a running 34-node tray."""
+    obj = nrt("gb200", [2, 2, *[0] * 32], gpus_per_zone=2, policy="restricted", scope="pod")
+    for zone in obj["zones"][2:]:  # the HBM and empty nodes: memory only
+        zone["resources"] = [r for r in zone["resources"] if r["name"] == "memory"]
+    one = (Unit({"nvidia.com/gpu": 1}),)
+    assert free_fit(zones_from_object(obj), PodUnits(one, one)).fits
+    four = (Unit({"nvidia.com/gpu": 4}),)
+    assert free_fit(zones_from_object(obj), PodUnits(four, four)).fits  # GPUs alone: 2 nodes
