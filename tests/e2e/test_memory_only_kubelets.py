@@ -62,8 +62,8 @@ def _memory_numa(kubelet_root: Path) -> list[int] | None:
     state = kubelet_root / "memory_manager_state"
     if not state.exists():
         return None
-    doc = json.loads(state.read_text())
-    return sorted(int(n) for n in (doc.get("machineState") or {}))
+    doc = json.loads(state.read_text())  # policy None keeps the file, without a machine state
+    return sorted(int(n) for n in (doc.get("machineState") or {})) or None
 
 
 def _given(record: dict[str, Any], ns: str, name: str) -> dict[str, list[int]]:
