@@ -16,7 +16,7 @@ from tests.agent.discovery.machines import build
 
 __all__ = ["run_discovery_bench"]
 
-_FIXTURES = ("dgx-h100", "dgx-a100")
+_FIXTURES = ("dgx-h100", "dgx-a100", "gb200-tray")
 # /sys is an in-memory filesystem; build the fixture trees on tmpfs too where there is one.
 _TMPFS = "/dev/shm" if Path("/dev/shm").is_dir() else None
 

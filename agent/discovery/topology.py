@@ -52,6 +52,9 @@ class Gpu:
     uuid: str | None = None
     memory_bytes: int | None = None
     nvlinks: int | None = None
+    # NVML's NUMA node of the GPU's own memory (a Grace HBM node): where its memory is, never
+    # where it attaches — place.numa_node is that.
+    memory_numa: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,7 @@ class Topology:
                     **({"uuid": g.uuid} if g.uuid else {}),
                     **({"memoryBytes": g.memory_bytes} if g.memory_bytes is not None else {}),
                     **({"nvlinks": g.nvlinks} if g.nvlinks is not None else {}),
+                    **({"memoryNuma": g.memory_numa} if g.memory_numa is not None else {}),
                 }
                 for g in self.gpus
             ],
@@ -141,14 +145,26 @@ class Topology:
         }
 
 
-def _place(device: PciDevice, single_node: int | None) -> Place:
+def _place(device: PciDevice, single_node: int | None, close: int | None = None) -> Place:
     numa = device.numa_node if device.numa_node >= 0 else single_node
+    if numa is None:
+        numa = close
     return Place(
         root_complex=device.root_complex,
         ancestors=device.ancestors,
         switch=device.switch,
         numa_node=numa,
     )
+
+
+def _close_node(cpu: CpuInfo, affinity: frozenset[int] | None) -> int | None:
+    """The one NUMA node with CPUs that holds NVML's close CPUs, or None. A firmware that
+    gives a Grace root complex no proximity domain leaves `numa_node` at -1; the CPUs NVML
+    calls close still say where the GPU attaches (its own memory's node would not)."""
+    if not affinity:
+        return None
+    nodes = [n for n, cpus in cpu.numa_nodes.items() if cpus & affinity]
+    return nodes[0] if len(nodes) == 1 else None
 
 
 def _sockets(cpu: CpuInfo) -> tuple[Socket, ...]:
@@ -179,11 +195,12 @@ def build_topology(
                 index=len(gpus),
                 bdf=device.bdf,
                 device_id=device.device,
-                place=_place(device, single_node),
+                place=_place(device, single_node, _close_node(cpu, extra and extra.cpu_affinity)),
                 product=extra.name if extra else None,
                 uuid=extra.uuid if extra else None,
                 memory_bytes=extra.memory_bytes if extra else None,
                 nvlinks=extra.nvlinks if extra else None,
+                memory_numa=extra.numa_node_id if extra else None,
             )
         )
     nic_list: list[Nic] = []

@@ -26,6 +26,9 @@ _CPU_DIR = re.compile(r"cpu(\d+)")
 _NODE_DIR = re.compile(r"node(\d+)")
 # Upper bound on a CPU number we accept from a list, so "0-4000000000" cannot eat memory.
 _MAX_CPU = 1 << 16
+# NUMA node numbers at or past the kernel's largest MAX_NUMNODES (NODES_SHIFT 10) are not a
+# kernel's: skipped, so a damaged tree cannot make every later step count millions of nodes.
+_MAX_NODE = 1 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +109,15 @@ def _node_memory(path: str, node: int) -> int:
 def _numa_nodes(node_dir: str) -> tuple[dict[int, frozenset[int]], dict[int, int]]:
     nodes: dict[int, frozenset[int]] = {}
     memory: dict[int, int] = {}
+    beyond = 0
     for name in _listdir(node_dir):
         m = _NODE_DIR.fullmatch(name)
         if not m:
             continue
         node = int(m[1])
+        if node >= _MAX_NODE:
+            beyond += 1
+            continue
         path = os.path.join(node_dir, name, "cpulist")
         try:
             # A memory-only node (CXL, HBM) prints an empty list: a node without CPUs.
@@ -122,6 +129,8 @@ def _numa_nodes(node_dir: str) -> tuple[dict[int, frozenset[int]], dict[int, int
             memory[node] = _node_memory(os.path.join(node_dir, name, "meminfo"), node)
         except SysfsError as e:
             log.warning("NUMA node %s: memory unknown: %s", name, e)
+    if beyond:
+        log.warning("skipping %d NUMA node directories numbered %d or more", beyond, _MAX_NODE)
     return nodes, memory
 
 

@@ -1,4 +1,8 @@
-"""NVML source (optional): product name, memory, UUID and NVLink count per GPU, by PCI address.
+"""NVML source (optional): product name, memory, UUID and NVLink count per GPU, by PCI address;
+and where NVML places the GPU: the CPUs close to it (`nvmlDeviceGetCpuAffinity`), the NUMA
+nodes whose memory is close (`nvmlDeviceGetMemoryAffinity`, node scope) and the NUMA node of
+its own memory (`nvmlDeviceGetNumaNodeId`: on a Grace machine in NUMA mode the GPU's HBM node,
+a node without CPUs — never where the GPU attaches; vllm-project/vllm#39361).
 
 Everything here is enrichment: sysfs alone finds the GPUs. A missing library, no driver, no
 GPU or an NVML error yields an empty result with the reason, logged once per reason — never
@@ -28,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # Links probed per GPU; NVML answers an error past the GPU's real count (18 on H100).
 _MAX_NVLINKS = 18
+# 64-bit words asked for in the affinity masks: CPUs 0-4095 and NUMA nodes 0-1023, more than
+# any machine has (the kubelet's own NUMA masks stop at 64).
+_CPU_SET_WORDS, _NODE_SET_WORDS = 64, 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,10 @@ class NvmlGpu:
     uuid: str
     memory_bytes: int
     nvlinks: int  # active NVLink links
+    # None where NVML does not say (NOT_SUPPORTED on most x86 GPUs for the NUMA node id).
+    numa_node_id: int | None = None  # the NUMA node of the GPU's own memory
+    cpu_affinity: frozenset[int] | None = None  # CPUs close to the GPU
+    memory_affinity: frozenset[int] | None = None  # NUMA nodes whose memory is close
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +89,14 @@ class NvmlSession:
 
     RETRY_SECONDS = 60.0
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        initialise: Callable[[], tuple[ModuleType | None, str]] = _initialise,
+    ) -> None:
         self._clock = clock
+        self._initialise = initialise  # tests: a stand-in NVML
         self._module: ModuleType | None = None
         self._reason: str | None = None
         self._failed_at: float | None = None
@@ -97,7 +114,7 @@ class NvmlSession:
         now = self._clock()
         if self._failed_at is not None and now - self._failed_at < self.RETRY_SECONDS:
             return None, self._reason
-        module, reason = _initialise()
+        module, reason = self._initialise()
         if module is not None:
             if self._reported:
                 log.info("NVML is available now")
@@ -119,6 +136,32 @@ def _nvlinks(pynvml: ModuleType, handle: object) -> int:
     return count
 
 
+def _bits(words: object) -> frozenset[int]:
+    """The set bits of NVML's array of 64-bit words, word 0 first."""
+    return frozenset(
+        64 * i + bit for i, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1
+    )
+
+
+def _placement(pynvml: ModuleType, handle: object) -> dict[str, object]:
+    """What NVML says of where the GPU sits; each answer on its own (a driver may know one)."""
+    out: dict[str, object] = {}
+    calls = {
+        "numa_node_id": lambda: int(pynvml.nvmlDeviceGetNumaNodeId(handle)),
+        "cpu_affinity": lambda: _bits(pynvml.nvmlDeviceGetCpuAffinity(handle, _CPU_SET_WORDS)),
+        "memory_affinity": lambda: _bits(pynvml.nvmlDeviceGetMemoryAffinity(
+            handle, _NODE_SET_WORDS, pynvml.NVML_AFFINITY_SCOPE_NODE)),
+    }  # fmt: skip
+    for name, call in calls.items():
+        try:
+            value = call()
+        except (pynvml.NVMLError, AttributeError):  # NOT_SUPPORTED, or an older pynvml
+            continue
+        if not (name == "numa_node_id" and value < 0) and value != frozenset():
+            out[name] = value  # an empty mask or node -1 says nothing
+    return out
+
+
 def _read_gpus(pynvml: ModuleType) -> tuple[dict[str, NvmlGpu], str | None]:
     gpus: dict[str, NvmlGpu] = {}
     driver = _text(pynvml.nvmlSystemGetDriverVersion())
@@ -131,6 +174,7 @@ def _read_gpus(pynvml: ModuleType) -> tuple[dict[str, NvmlGpu], str | None]:
             uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
             memory_bytes=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
             nvlinks=_nvlinks(pynvml, handle),
+            **_placement(pynvml, handle),  # type: ignore[arg-type]
         )
     return gpus, driver
 

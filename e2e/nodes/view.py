@@ -88,11 +88,21 @@ def write_view(sysfs: Path, memory_kib: int, out: Path) -> MachineView:
     nodes = sorted(numa)
     node_dir = system / "node"
     node_dir.mkdir(exist_ok=True)
-    for name in ("online", "possible", "has_cpu", "has_memory", "has_normal_memory"):
-        (node_dir / name).write_text(",".join(map(str, nodes)) + "\n")
     # A tree with the kernel's meminfo for every node says how much memory the machine has.
-    if found.numa_memory_kib and set(found.numa_memory_kib) == set(nodes):
-        memory_kib = sum(found.numa_memory_kib.values())
+    tree_memory = found.numa_memory_kib if set(found.numa_memory_kib) == set(nodes) else {}
+    if tree_memory:
+        memory_kib = sum(tree_memory.values())
+    # As the kernel lists them: a memory-only node (CXL, a Grace GPU's HBM) has no CPUs, and
+    # a node of 0 kB (MIG's spare nodes) no memory.
+    with_memory = [n for n in nodes if tree_memory.get(n, 1)]
+    for name, listed in (
+        ("online", nodes),
+        ("possible", nodes),
+        ("has_cpu", [n for n in nodes if numa[n]]),
+        ("has_memory", with_memory),
+        ("has_normal_memory", with_memory),
+    ):
+        (node_dir / name).write_text(",".join(map(str, listed)) + "\n")
     per_node = memory_kib // len(nodes)
     for n in nodes:
         d = node_dir / f"node{n}"

@@ -82,3 +82,22 @@ def test_a_tree_with_the_kernels_per_node_meminfo_keeps_it_and_sets_the_memory(
     assert view.meminfo.read_text().startswith("MemTotal:       500000000 kB\n")
     node1 = (view.system / "node" / "node1" / "meminfo").read_text()
     assert node1.startswith("Node 1 MemTotal:       200000000 kB")
+
+
+def test_a_gb200_tray_shows_its_kubelet_34_nodes_of_which_2_have_cpus(tmp_path: Path) -> None:
+    """cAdvisor lists every NUMA node (the kubelet counts them all); the kernel's has_cpu and
+    has_memory lists say which have CPUs and which memory."""
+    sysfs = machines.build("gb200-tray", tmp_path / "sys")
+    view = write_view(sysfs, 2**20, tmp_path / "view")
+    assert (view.cpus, view.numa_nodes) == (144, tuple(range(34)))
+    node = view.system / "node"
+    assert (node / "has_cpu").read_text() == "0,1\n"
+    assert (node / "has_memory").read_text() == "0,1,2,10,18,26\n"
+    assert _numa_of(view.system, 1) == list(range(72, 144))
+    assert _numa_of(view.system, 2) == [] and (node / "node2" / "cpulist").read_text() == "\n"
+    assert "Node 3 MemTotal:" in (node / "node3" / "meminfo").read_text()
+    assert (node / "node33" / "hugepages" / "hugepages-2048kB" / "nr_hugepages").is_file()
+    # The machine's memory: both Graces and the four GPUs' HBM (the tree's meminfo).
+    assert view.memory_kib == 2 * 472 * 2**20 + 4 * 189471 * 1024
+    gpus = device_plugins(sysfs)["resources"][0]
+    assert [d["numa"] for d in gpus["devices"]] == [0, 0, 1, 1]  # where each GPU attaches

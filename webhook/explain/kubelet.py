@@ -36,9 +36,20 @@ _REFUSALS: dict[tuple[object, ...], str | None] = {}
 
 
 def kubelet_note(node: NodeView) -> str | None:
-    """What the model does not know of this node's kubelet (then it judges it not aligning)."""
-    unknown = config_from_labels(node.labels).unknown
-    return f"{unknown}: judged as not aligning" if unknown else None
+    """What the model does not know of this node's kubelet (then it judges it not aligning),
+    or what its kubelet would need to align at all: a machine with more NUMA nodes than
+    max-allowable-numa-nodes (CPU-less ones count) runs no aligning policy."""
+    config = config_from_labels(node.labels)
+    if config.unknown:
+        return f"{config.unknown}: judged as not aligning"
+    counted = len(node.numa.cpus) if node.numa is not None else 0
+    if not config.aligning and counted > config.max_numa_nodes:
+        without = sum(1 for c in node.numa.cpus if c == 0) if node.numa is not None else 0
+        return (
+            f"{counted} NUMA nodes ({without} without CPUs): a restricted or single-numa-node "
+            f"kubelet starts here only with max-allowable-numa-nodes {counted} or more"
+        )
+    return None
 
 
 def topology_key(node: NodeView) -> tuple[object, ...] | None:

@@ -58,6 +58,9 @@ def pairs_verdict(
     if plan.gpus == 0:
         if dra is None:
             return None
+        unmatched = _dra_unmatched(dra.align, pairing) if dra.nic is not None else None
+        if unmatched is not None:
+            return PairsVerdict(False, "DRA", unmatched, _DRA_ON_GRACE)
         if dra.nic is not None and dra.align == "pcieRoot":
             return PairsVerdict(True, "DRA", "each GPU's claim takes a NIC on its PCIe root")
         what = "claims take no NIC (spec.dra.nic)" if dra.nic is None else "align: numaNode"
@@ -94,6 +97,30 @@ def pairs_verdict(
     if not held:
         return None  # the GPUs do not fit the node at all: other checks say so
     return PairsVerdict(True, "device-plugin", "; ".join(held))
+
+
+_DRA_ON_GRACE = (
+    "take NICs by resources.rdma there, which the kubelet aligns by NUMA node "
+    "(docs/memory-only-numa.md)"
+)
+
+
+def _dra_unmatched(align: str, pairing: Pairing | None) -> str | None:
+    """Why no GPU/NIC claim pair can be allocated on this node, or None."""
+    if pairing is None or not any(pairing.gpus):
+        return None
+    if align == "pcieRoot" and pairing.gpus_beside_nics == 0:
+        return (
+            "no GPU shares a PCIe root with an RDMA NIC here (each GPU has a root complex of "
+            "its own, as on Grace): claims aligning GPU and NIC on pcieRoot cannot be allocated"
+        )
+    if align == "numaNode" and pairing.gpu_memory_numa:
+        return (
+            "the GPUs' memory is on NUMA nodes without CPUs (Grace in NUMA mode), which NVIDIA's "
+            "DRA driver gives as each GPU's numaNode and no NIC shares: claims aligning on "
+            "numaNode cannot be allocated"
+        )
+    return None
 
 
 def pairs_key(labels: Mapping[str, str], pairing: Pairing | None) -> tuple[object, ...]:

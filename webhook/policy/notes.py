@@ -36,6 +36,15 @@ def policy_notes(policies: PolicySet) -> list[str]:
                 "of its RDMA resource on its GPUs' NUMA nodes (docs/policies.md, What each path "
                 "guarantees)"
             )
+        dra = policy.spec.dra
+        if dra is not None and dra.nic is not None:
+            notes.append(
+                f"{policies.origins[name]}: policy {name} aligns GPU and NIC claims on "
+                f"{dra.align}: on Grace machines (GH200, GB200) neither pcieRoot nor numaNode "
+                "pairs them (each GPU has a PCIe root of its own; NVIDIA's DRA driver gives a "
+                "GPU's HBM node as its numaNode), so such nodes never allocate these claims "
+                "(docs/memory-only-numa.md)"
+            )
         shapes = _kubelet_shapes(policy)
         if shapes is not None:
             notes.append(f"{policies.origins[name]}: policy {name} {shapes}")

@@ -98,5 +98,6 @@ def now_admission(zones: NodeZones, units: PodUnits,
             zones.scope,
             cpu_reserved=zones.reserved("cpu"),
             memory_reserved=zones.reserved("memory"),
+            numa_nodes=len(zones.zones),
         )
     return admit(config, zones_capacity(zones), units.under(config.scope))

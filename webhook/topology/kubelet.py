@@ -4,15 +4,16 @@ from a NodeResourceTopology's attributes, with what the model does not know said
 Policies and options follow the kubelet's: Topology Manager policy `none` (default),
 `best-effort`, `restricted`, `single-numa-node`; scope `container` (default) or `pod`;
 options `prefer-closest-numa-nodes` (which of several equally narrow NUMA sets is chosen,
-never whether the pod is admitted) and `max-allowable-numa-nodes` (default 8: a kubelet on a
-machine with more NUMA nodes does not start an aligning Topology Manager at all). A policy
+never whether the pod is admitted) and `max-allowable-numa-nodes` (default 8: a kubelet with
+an aligning policy on a machine with more NUMA nodes, those without CPUs included, does not
+start at all). A policy
 or option value the model does not know is treated as not aligning, and `unknown` says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from common.kubelet_contract import (
     ALIGNING_POLICIES,
@@ -86,9 +87,12 @@ def config_from_labels(labels: Mapping[str, str]) -> KubeletConfig:
 
 
 def config_from_zones(policy: str | None, scope: str, *, cpu_reserved: bool,
-                      memory_reserved: bool) -> KubeletConfig:  # fmt: skip
+                      memory_reserved: bool, numa_nodes: int = 0) -> KubeletConfig:  # fmt: skip
     """From a NodeResourceTopology alone (the extender has nothing else). Its attributes name
     the policy and scope; the managers show in the zones: the static CPU manager needs a CPU
     reservation and hands out only the rest (allocatable < capacity), the Static memory
-    manager likewise needs reserved memory; with `none`/`None` allocatable is the capacity."""
-    return _config(policy, scope, static_cpu=cpu_reserved, static_memory=memory_reserved)
+    manager likewise needs reserved memory; with `none`/`None` allocatable is the capacity.
+    A kubelet whose zones are published is running, so its max-allowable-numa-nodes admits
+    its `numa_nodes` zones (a GB200 tray's 34 NUMA nodes, seen on make cluster)."""
+    config = _config(policy, scope, static_cpu=cpu_reserved, static_memory=memory_reserved)
+    return replace(config, max_numa_nodes=max(config.max_numa_nodes, numa_nodes))

@@ -13,6 +13,13 @@ narrow preferred sets the kubelet takes the lowest-numbered (with `prefer-closes
 the closest; the model, without distances, takes the lowest: admission is the same). Units
 are judged in order and each takes its share from its set, lowest NUMA node first; what an
 ordinary init container took returns before the next unit (the managers reuse it).
+
+NUMA nodes without CPUs (a Grace GPU's HBM, a CXL expander; docs/memory-only-numa.md) count
+like any other: against `max-allowable-numa-nodes` (past it an aligning kubelet does not
+start), and in the Static memory manager's hints, whose search walks every subset of the
+machine's NUMA nodes for each Guaranteed pod, under any policy. Sets are searched here only
+over the NUMA nodes that hold some of what a unit asks (a set with a node holding none is never
+the narrowest), so the model's cost is bounded by those nodes, never by the empty ones.
 """
 
 from __future__ import annotations
@@ -25,7 +32,13 @@ from webhook.topology.kubelet import KubeletConfig
 from webhook.topology.requests import Unit
 from webhook.topology.shape import Capacity
 
-__all__ = ["Admission", "admit", "min_nodes", "resource_word", "show_amount"]
+__all__ = ["HINT_SEARCH_NODES", "Admission", "admit", "min_nodes", "resource_word",
+           "show_amount"]  # fmt: skip
+
+# Past 2^20 NUMA sets per pod a hint provider's search (and the hint it keeps for each set
+# that holds the request) is taken as an admission that never comes; it also bounds the
+# model's own search.
+HINT_SEARCH_NODES = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +130,13 @@ def _refusal(config: KubeletConfig, capacity: Capacity, unit: Mapping[str, int],
             ), ()
         width = next(iter(widths.values()))
     blocked = False
-    for mask in itertools.combinations(range(capacity.nodes), width):
+    holding = [i for i in range(capacity.nodes) if any(capacity.width[n][i] for n in names)]
+    if len(holding) > HINT_SEARCH_NODES:
+        return (
+            f"{len(holding)} NUMA nodes hold {_asks(unit, names)}: the kubelet's hint providers "
+            f"search 2^{len(holding)} NUMA sets for it and do not answer"
+        ), ()
+    for mask in itertools.combinations(holding, width):
         if all(sum(free[n][i] for i in mask) >= unit[n] for n in names) and all(
             _groups_allow(n, mask, free, capacity) for n in names
         ):
@@ -169,11 +188,12 @@ def _memory_refusal(capacity: Capacity, units: Sequence[Unit]) -> str | None:
         for name, need in unit.amounts.items():
             if not _memory(name) or name not in capacity.width or need <= 0:
                 continue
+            holding = [i for i in range(capacity.nodes) if capacity.width[name][i]]
             masks = (
                 m
-                for width in range(1, capacity.nodes + 1)
-                for m in itertools.combinations(range(capacity.nodes), width)
-            )
+                for width in range(1, len(holding) + 1)
+                for m in itertools.combinations(holding, width)
+            ) if sum(free[name]) >= need else iter(())  # fmt: skip
             mask = next((m for m in masks if sum(free[name][i] for i in m) >= need
                          and _groups_allow(name, m, free, capacity)), None)  # fmt: skip
             if mask is None:
@@ -194,13 +214,21 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
     """Whether the kubelet under `config` admits `units` on `capacity` (see the module doc)."""
     if capacity.nodes == 0:
         return Admission(True)
+    if config.static_memory and capacity.nodes > HINT_SEARCH_NODES:
+        return Admission(False, (
+            f"{capacity.nodes} NUMA nodes (those without CPUs too): the Static memory manager "
+            f"searches 2^{capacity.nodes} NUMA sets for each pod and does not answer "
+            "(memory-manager-policy None, or the GPU driver in CDMM mode, avoids it)"
+        ))  # fmt: skip
     if not config.aligning:
         reason = _memory_refusal(capacity, units) if config.static_memory else None
         return Admission(reason is None, reason)
     if capacity.nodes > config.max_numa_nodes:
         return Admission(False, (
-            f"{capacity.nodes} NUMA nodes, more than topology-manager-max-allowable-numa-nodes "
-            f"{config.max_numa_nodes}: the kubelet runs no aligning Topology Manager"
+            f"{capacity.nodes} NUMA nodes (those without CPUs too), more than "
+            f"topology-manager-max-allowable-numa-nodes {config.max_numa_nodes}: the kubelet "
+            f"does not start with this policy; set max-allowable-numa-nodes to "
+            f"{capacity.nodes} or more"
         ))  # fmt: skip
     free = {name: list(counts) for name, counts in capacity.free.items()}
     reuse: dict[str, frozenset[int]] = {}  # device resource -> NUMA nodes an init container held

@@ -5,6 +5,14 @@ maximum GPU↔NIC matching over PIX/PXB links (`gpuNicPairs`: a GPU's partner) a
 agent could read the kubelet's PodResources, which NICs each RDMA device-plugin resource
 holds (`rdmaResources`). A NIC that is some GPU's partner is a compute NIC; the rest
 (storage, management) are other NICs. pairs/verdict.py judges from these counts.
+
+Two facts decide whether DRA can pair a GPU with a NIC at all (docs/memory-only-numa.md):
+how many GPUs share a PCIe root complex with an RDMA NIC (`pcieRoot` alignment needs one;
+on Grace each GPU has a root complex of its own), and whether the GPUs' own memory is on NUMA
+nodes without CPUs (Grace in NUMA mode: NVIDIA's DRA driver gives that node as the GPU's
+`numaNode`, which no NIC shares). The second from NVML's `memoryNuma` where the agent had it,
+else from the machine's signature: at least one CPU-less NUMA node holding memory per GPU,
+and every GPU alone in its root complex.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ class Pairing:
     gpus: tuple[int, ...]  # GPUs per NUMA node
     # None: the agent could not say (no PodResources); () when it read none
     resources: tuple[ResourceNics, ...] | None
+    gpus_beside_nics: int = 0  # GPUs sharing a PCIe root complex with an RDMA NIC
+    gpu_memory_numa: bool = False  # the GPUs' own memory on NUMA nodes without CPUs
 
     def resource(self, name: str) -> ResourceNics | None:
         return next((r for r in self.resources or () if r.name == name), None)
@@ -66,11 +76,24 @@ def pairing_of(topo: Mapping[str, Any] | None) -> Pairing | None:
                 )
                 for entry in raw
             )
+        beside, own_memory = _dra_facts(topo)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
     if not numa:
         return None
-    return Pairing(numa, tuple(gpus), resources)
+    return Pairing(numa, tuple(gpus), resources, beside, own_memory)
+
+
+def _dra_facts(topo: Mapping[str, Any]) -> tuple[int, bool]:
+    gpus, nics = topo["gpus"], topo["nics"]
+    nic_roots = {n.get("rootComplex") for n in nics}
+    beside = sum(1 for g in gpus if g.get("rootComplex") in nic_roots)
+    if any("memoryNuma" in g for g in gpus):
+        return beside, any(g.get("memoryNuma") not in (None, g.get("numa")) for g in gpus)
+    memory_only = sum(1 for n in topo["numaNodes"] if not n.get("cpus") and n.get("memoryKiB"))
+    roots = [g.get("rootComplex") for g in gpus]
+    alone = len(set(roots)) == len(roots) and not set(roots) & nic_roots
+    return beside, bool(gpus) and alone and memory_only >= len(gpus)
 
 
 def _resource(

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from tests.agent.discovery.sysfs_builder import PciNode, SysfsBuilder
+from tests.agent.discovery.memory_machines import MEMORY_MACHINES
+from tests.agent.discovery.sysfs_builder import PciNode, SysfsBuilder, standard_cpus
 
 __all__ = ["MACHINES", "build", "standard_cpus"]
 
@@ -24,33 +25,6 @@ IB_CLASS, ETH_CLASS, NVME_CLASS, PLATFORM = 0x020700, 0x020000, 0x010802, 0x0880
 # Installed memory in KiB (/proc/meminfo's MemTotal), as the machines ship: 2 TiB and 1 TiB
 # boards less what firmware keeps.
 DGX_H100_MEMORY, DGX_A100_MEMORY = 2063937144, 1056323328
-
-
-def standard_cpus(
-    b: SysfsBuilder,
-    *,
-    sockets: int,
-    cores: int,
-    memory_kib: int,
-    threads: int = 2,
-    nodes_per_socket: int = 1,
-) -> None:
-    """Linux's x86 numbering: first threads of every core, socket by socket, then the seconds;
-    `memory_kib` (/proc/meminfo's MemTotal) split evenly over the NUMA nodes."""
-    total_cores = sockets * cores
-    topo: dict[int, tuple[int, int, list[int]]] = {}
-    nodes: dict[int, list[int]] = {}
-    per_node = cores // nodes_per_socket
-    for socket in range(sockets):
-        for core in range(cores):
-            first = socket * cores + core
-            siblings = [first + t * total_cores for t in range(threads)]
-            node = socket * nodes_per_socket + core // per_node
-            for cpu in siblings:
-                topo[cpu] = (socket, core, siblings)
-                nodes.setdefault(node, []).append(cpu)
-    b.cpus(dict(sorted(topo.items())))
-    b.numa_nodes(nodes, memory_kib=memory_kib)
 
 
 def _platform(b: SysfsBuilder, hb: PciNode, bus: int, count: int) -> None:
@@ -278,6 +252,7 @@ MACHINES: dict[str, Callable[[Path], None]] = {
     "workstation": workstation,
     "vm": vm,
     "hyperv-gpu-vm": hyperv_gpu_vm,
+    **MEMORY_MACHINES,  # Grace trays, CXL and HBM memory-only NUMA nodes
 }
 
 

@@ -10,11 +10,11 @@ each node its `meminfo`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PciNode", "SysfsBuilder", "cpulist", "node_meminfo"]
+__all__ = ["PciNode", "SysfsBuilder", "cpulist", "node_meminfo", "standard_cpus"]
 
 BRIDGE = 0x060400
 HOST_BRIDGE = 0x060000
@@ -169,8 +169,11 @@ class SysfsBuilder:
         return path
 
     # --- CPUs and NUMA -------------------------------------------------------------------------
-    def cpus(self, topology: dict[int, tuple[int, int, Sequence[int]]]) -> None:
-        """`topology[cpu] = (package, core_id, thread siblings)` for every online CPU."""
+    def cpus(
+        self, topology: dict[int, tuple[int, int, Sequence[int]]], *, arch: str = "x86_64"
+    ) -> None:
+        """`topology[cpu] = (package, core_id, thread siblings)` for every online CPU. An
+        aarch64 kernel writes no `die_id` (only x86 and s390 define dies) and a `cluster_id`."""
         base = self.root / "devices" / "system" / "cpu"
         self._write(base / "online", cpulist(topology))
         self._write(base / "possible", cpulist(topology))
@@ -179,22 +182,37 @@ class SysfsBuilder:
             self._write(topo / "physical_package_id", str(package))
             self._write(topo / "core_id", str(core))
             self._write(topo / "thread_siblings_list", cpulist(siblings))
-            self._write(topo / "die_id", "0")
+            if arch == "aarch64":
+                self._write(topo / "cluster_id", str(core))
+                self._write(topo / "core_cpus_list", cpulist(siblings))
+            else:
+                self._write(topo / "die_id", "0")
 
-    def numa_nodes(self, nodes: dict[int, Iterable[int]], *, memory_kib: int = 0) -> None:
-        """`nodes[node] = its CPUs`; `memory_kib` installed, split evenly over the nodes and
-        written to each node's meminfo as the kernel prints it (kB, right-aligned)."""
+    def numa_nodes(
+        self,
+        nodes: dict[int, Iterable[int]],
+        *,
+        memory_kib: int = 0,
+        node_memory_kib: Mapping[int, int] | None = None,
+    ) -> None:
+        """`nodes[node] = its CPUs`; `memory_kib` installed, split evenly over the nodes, or
+        `node_memory_kib` per node (a CPU-less HBM or CXL node, a node of 0 kB), written to
+        each node's meminfo as the kernel prints it (kB, right-aligned)."""
         base = self.root / "devices" / "system" / "node"
+        nodes = {n: list(c) for n, c in nodes.items()}
+        per_node = memory_kib // max(len(nodes), 1)
+        memory = dict(node_memory_kib) if node_memory_kib is not None else (
+            {n: per_node for n in nodes} if memory_kib else {}
+        )  # fmt: skip
         self._write(base / "online", cpulist(nodes))
         self._write(base / "possible", cpulist(nodes))
-        self._write(base / "has_cpu", cpulist(n for n, c in nodes.items() if list(c)))
-        if memory_kib:
-            self._write(base / "has_memory", cpulist(nodes))
-        per_node = memory_kib // max(len(nodes), 1)
+        self._write(base / "has_cpu", cpulist(n for n, c in nodes.items() if c))
+        if memory:
+            self._write(base / "has_memory", cpulist(n for n, kib in memory.items() if kib))
         for node, cpus in nodes.items():
             self._write(base / f"node{node}" / "cpulist", cpulist(cpus))
-            if memory_kib:
-                self._write(base / f"node{node}" / "meminfo", node_meminfo(node, per_node))
+            if node in memory:
+                self._write(base / f"node{node}" / "meminfo", node_meminfo(node, memory[node]))
 
 
 def node_meminfo(node: int, total_kib: int) -> str:
@@ -221,3 +239,34 @@ def node_meminfo(node: int, total_kib: int) -> str:
         f"Node {node} {name + ':':<15} {0:>5}" for name in ("HugePages_Total", "HugePages_Free")
     ]
     return "\n".join(lines)
+
+
+def standard_cpus(
+    b: SysfsBuilder,
+    *,
+    sockets: int,
+    cores: int,
+    memory_kib: int,
+    threads: int = 2,
+    nodes_per_socket: int = 1,
+    memory_only: Mapping[int, int] | None = None,
+) -> None:
+    """Linux's x86 numbering: first threads of every core, socket by socket, then the seconds;
+    `memory_kib` (/proc/meminfo's MemTotal) split evenly over the NUMA nodes with CPUs, and
+    `memory_only[node] = KiB` for NUMA nodes without CPUs (CXL expanders, HBM in flat mode)."""
+    total_cores = sockets * cores
+    topo: dict[int, tuple[int, int, list[int]]] = {}
+    nodes: dict[int, list[int]] = {}
+    per_node = cores // nodes_per_socket
+    for socket in range(sockets):
+        for core in range(cores):
+            first = socket * cores + core
+            siblings = [first + t * total_cores for t in range(threads)]
+            node = socket * nodes_per_socket + core // per_node
+            for cpu in siblings:
+                topo[cpu] = (socket, core, siblings)
+                nodes.setdefault(node, []).append(cpu)
+    b.cpus(dict(sorted(topo.items())))
+    per_node = memory_kib // len(nodes)
+    memory = {n: per_node for n in nodes} | dict(memory_only or {}) if memory_kib else None
+    b.numa_nodes(nodes | {n: [] for n in memory_only or {}}, node_memory_kib=memory)
