@@ -1,6 +1,10 @@
 """The extender's HTTPS routes on the webhook's listener: `POST /scheduler/filter` and
 `POST /scheduler/prioritize` (kube-scheduler's urlPrefix `https://<service>/scheduler`).
 
+Both judge the nodes on the ledger's zones (accounting.py): the published counts less the
+pods bound but not shown yet. A filter first waits (briefly, bounded) until the pods the
+extender passed before show bound, then marks its own pod in flight when it passes it.
+
 A body that is not an ExtenderArgs is answered HTTP 400 with the reason (kube-scheduler
 then reports the extender's error on the pod); never a 500.
 """
@@ -10,19 +14,19 @@ from __future__ import annotations
 from aiohttp import web
 
 from webhook import jsonio
+from webhook.scheduler.accounting import Ledger
 from webhook.scheduler.extender import (
     ExtenderArgs,
-    ZonesOf,
     filter_nodes,
     parse_args,
     prioritize,
 )
 
-__all__ = ["FILTER_PATH", "PRIORITIZE_PATH", "ZONES", "add_routes"]
+__all__ = ["FILTER_PATH", "LEDGER", "PRIORITIZE_PATH", "add_routes"]
 
 FILTER_PATH = "/scheduler/filter"
 PRIORITIZE_PATH = "/scheduler/prioritize"
-ZONES = web.AppKey("topoplace_zones", ZonesOf)
+LEDGER = web.AppKey("topoplace_ledger", Ledger)
 
 
 async def _args(request: web.Request) -> ExtenderArgs:
@@ -34,17 +38,21 @@ async def _args(request: web.Request) -> ExtenderArgs:
 
 async def _filter(request: web.Request) -> web.Response:
     args = await _args(request)
-    result = filter_nodes(args, request.app[ZONES])
+    ledger = request.app[LEDGER]
+    await ledger.settle(args.uid)
+    result = filter_nodes(args, ledger.zones_of, ledger.stale)
+    if any(ledger.zones_of(name) is not None for name in result["NodeNames"]):
+        ledger.passed(args.uid)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
 async def _prioritize(request: web.Request) -> web.Response:
     args = await _args(request)
-    result = prioritize(args, request.app[ZONES])
+    result = prioritize(args, request.app[LEDGER].zones_of)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
-def add_routes(app: web.Application, zones_of: ZonesOf) -> None:
-    app[ZONES] = zones_of
+def add_routes(app: web.Application, ledger: Ledger) -> None:
+    app[LEDGER] = ledger
     app.router.add_post(FILTER_PATH, _filter)
     app.router.add_post(PRIORITIZE_PATH, _prioritize)

@@ -25,17 +25,23 @@ from webhook.topology.kubelet import KubeletConfig
 from webhook.topology.requests import Unit
 from webhook.topology.shape import Capacity
 
-__all__ = ["Admission", "admit", "min_nodes", "resource_word", "show_amount"]
+__all__ = ["Admission", "Taken", "admit", "min_nodes", "resource_word", "show_amount"]
+
+# Per aligned resource (sorted by name), what the pod keeps on each NUMA node, in the units
+# Capacity counts (CPU in millicores): the kubelet's own choice of NUMA set, as admit() makes it.
+Taken = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
     """admitted: the kubelet's Topology Manager admits every unit. reason: why not.
-    tightness: the share of the chosen NUMA nodes' free GPUs the pod takes (1.0: exact)."""
+    tightness: the share of the chosen NUMA nodes' free GPUs the pod takes (1.0: exact).
+    taken: what the admitted pod holds per NUMA node once its init containers are done."""
 
     admitted: bool
     reason: str | None = None
     tightness: float = 0.0
+    taken: Taken = ()
 
 
 def min_nodes(need: int, caps: Sequence[int]) -> int | None:
@@ -203,6 +209,7 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
             f"{config.max_numa_nodes}: the kubelet runs no aligning Topology Manager"
         ))  # fmt: skip
     free = {name: list(counts) for name, counts in capacity.free.items()}
+    start = {name: tuple(counts) for name, counts in free.items()}
     reuse: dict[str, frozenset[int]] = {}  # device resource -> NUMA nodes an init container held
     taken = given = 0
     for unit in units:
@@ -229,4 +236,9 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
                     reuse.pop(name, None)
                 else:
                     reuse[name] = frozenset(held)
-    return Admission(True, tightness=taken / given if given else 0.0)
+    held = tuple(
+        (name, tuple(a - b for a, b in zip(start[name], counts, strict=True)))
+        for name, counts in sorted(free.items())
+        if tuple(counts) != start[name]
+    )
+    return Admission(True, tightness=taken / given if given else 0.0, taken=held)
