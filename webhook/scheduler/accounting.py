@@ -120,6 +120,7 @@ class Ledger:
         self._stale_said: set[str] = set()
         self._inflight: dict[str, float] = {}  # pod uid -> when the extender passed it
         self._wake = asyncio.Event()
+        self.holding = 0  # filters waiting now
 
     # --- what the extender reads ---------------------------------------------------------
     def zones_of(self, node: str) -> NodeZones | None:
@@ -174,8 +175,12 @@ class Ledger:
                 return
             left = min(self._inflight.values()) + self._hold_s - now
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=left)
+            self.holding += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=left)
+            finally:
+                self.holding -= 1
 
     # --- bound pods (pods.py) ------------------------------------------------------------
     def pods_listed(self, pods: Iterable[Mapping[str, Any]]) -> None:
