@@ -90,7 +90,7 @@ def _covers(delta: Mapping[str, list[int]], taken: Taken, *, per_zone: bool) -> 
         seen = delta.get(name)
         if seen is None:
             return False
-        if per_zone and any(s < c for s, c in zip(seen, counts, strict=True)):
+        if per_zone and (len(seen) != len(counts) or any(s < c for s, c in zip(seen, counts))):
             return False
         if sum(seen) < sum(counts):
             return False
@@ -278,7 +278,7 @@ class Ledger:
                 self._outcome("other_numa_nodes", entry, "the kubelet used other NUMA nodes")
             if whole:
                 for name, counts in entry.taken:
-                    delta[name] = [s - c for s, c in zip(delta[name], counts, strict=True)]
+                    delta[name] = [s - c for s, c in zip(delta[name], counts, strict=False)]
             self._drop(uid, freed=False)
         self._freed.discard(node)
 
