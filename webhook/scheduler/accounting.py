@@ -90,7 +90,9 @@ def _covers(delta: Mapping[str, list[int]], taken: Taken, *, per_zone: bool) -> 
         seen = delta.get(name)
         if seen is None:
             return False
-        if per_zone and (len(seen) != len(counts) or any(s < c for s, c in zip(seen, counts))):
+        if len(seen) != len(counts):
+            return False
+        if per_zone and any(s < c for s, c in zip(seen, counts, strict=True)):
             return False
         if sum(seen) < sum(counts):
             return False
