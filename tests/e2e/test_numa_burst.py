@@ -229,7 +229,7 @@ def _current(cluster: Cluster, kubectl: Kubectl) -> dict[str, tuple[int, ...]] |
 def runs_what_can(cluster: Cluster, kubectl: Kubectl, ns: str, selector: str, count: int) -> int:
     """Every pod runs or waits unbound where no NUMA node has room for it; none refused.
     Returns how many run."""
-    now = settled(kubectl, ns, selector, count)
+    settled(kubectl, ns, selector, count)
 
     def no_room_left() -> bool | None:
         free = _current(cluster, kubectl)
@@ -239,6 +239,7 @@ def runs_what_can(cluster: Cluster, kubectl: Kubectl, ns: str, selector: str, co
         return all(max(f) < _gpus(n) for n in waiting for f in free.values()) or None
 
     procs.wait_for(no_room_left, "no waiting pod with room on a NUMA node", timeout=60)
+    now = settled(kubectl, ns, selector, count)
     return sum(1 for s in now.values() if s[1] == "Running")
 
 
@@ -259,18 +260,18 @@ def test_three_jobs_at_once_across_two_fragmented_nodes_no_pod_refused(
         create_all(kubectl, jobs, ns)
         selector = "job-name in ({})".format(",".join(j["metadata"]["name"] for j in jobs))
         first = runs_what_can(cluster, kubectl, ns, selector, 9)
-        # Capacity frees: the 2-GPU Job goes; what waits and now fits starts.
-        kubectl.run("delete", "job", f"j{r}-2gpu", "-n", ns, "--wait=true",
+        # Capacity frees: the 1-GPU Job goes; what waits and now fits starts.
+        kubectl.run("delete", "job", f"j{r}-1gpu", "-n", ns, "--wait=true",
                     "--cascade=foreground", timeout=120)  # fmt: skip
-        rest = f"job-name in (j{r}-1gpu,j{r}-4gpu)"
+        rest = f"job-name in (j{r}-2gpu,j{r}-4gpu)"
         then = runs_what_can(cluster, kubectl, ns, rest, 6)
         running.append((first, then))
-        for g in (1, 4):
+        for g in (2, 4):
             kubectl.run("delete", "job", f"j{r}-{g}gpu", "-n", ns, "--wait=true",
                         "--cascade=foreground", timeout=120)  # fmt: skip
         wait_free(cluster, kubectl, a, (3, 2))
         wait_free(cluster, kubectl, b, (2, 3))
     print(f"\n{JOB_ROUNDS} rounds of three Jobs (3 pods of 1, 2, 4 GPUs) on 3+2 and 2+3 free: "
-          f"running (all 9 asked, then the 1- and 4-GPU Jobs' 6) {running}")  # fmt: skip
+          f"running (of all 9, then of the 2- and 4-GPU Jobs' 6) {running}")  # fmt: skip
     refused = metric(kubectl, "topoplace_webhook_scheduler_predictions_total", REFUSED)
     assert refused == refused_before
