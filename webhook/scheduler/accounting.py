@@ -33,14 +33,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
 from webhook.topology.admission import pod_units
 from webhook.topology.fit import Taken, free_fit, less_taken
-from webhook.topology.zones import NodeZones, zone_counts
+from webhook.topology.zones import NodeZones, Zone, shared, zone_counts
 
 __all__ = ["HOLD_S", "OUTCOMES", "STALE_S", "Ledger", "admitted"]
 
@@ -118,6 +118,7 @@ class Ledger:
         self._pending: dict[str, _Pending] = {}  # pod uid -> its predicted share
         self._by_node: dict[str, dict[str, _Pending]] = {}  # in bind order
         self._accounted: dict[str, tuple[NodeZones, NodeZones]] = {}  # node -> (raw, less)
+        self._alike: dict[Hashable, tuple[Zone, ...]] = {}  # counts -> the one shared tuple
         self._freed: set[str] = set()  # nodes where a pod ended since their object last changed
         self._stale_said: set[str] = set()
         self._inflight: dict[str, float] = {}  # pod uid -> when the extender passed it
@@ -125,17 +126,24 @@ class Ledger:
         self.holding = 0  # filters waiting now
 
     # --- what the extender reads ---------------------------------------------------------
+    def reader(self) -> ZonesOf:
+        """What a request judges nodes by: the cache's own getter while nothing is pending
+        (no cost added per node), else `zones_of`."""
+        return self.zones_of if self._by_node else self._raw
+
     def zones_of(self, node: str) -> NodeZones | None:
-        """The node's zones less the shares of its pods the object does not show yet."""
-        raw = self._raw(node)
+        """The node's zones less the shares of its pods the object does not show yet. Alike
+        results share one zones tuple, so the extender still judges each class once."""
         pending = self._by_node.get(node)
+        raw = self._raw(node)
         if raw is None or not pending:
             return raw
-        self.stale(node)  # logged once when it goes stale
         kept = self._accounted.get(node)
         if kept is None or kept[0] is not raw:
-            shares = [p.taken for p in pending.values()]
-            kept = self._accounted[node] = (raw, less_taken(raw, shares))
+            less = less_taken(raw, [p.taken for p in pending.values()])
+            if len(self._alike) > 2 * len(self._by_node) + 64:
+                self._alike = {}  # counts no node has any more
+            kept = self._accounted[node] = (raw, shared(less, self._alike))
         return kept[1]
 
     def pending(self, node: str) -> int:
@@ -146,7 +154,8 @@ class Ledger:
         return [p.name for p in self._pending.values()]
 
     def stale(self, node: str) -> str | None:
-        """Why the node's object is out of date, or None."""
+        """Why the node's object is out of date, or None (logged once per node when the
+        extender first names it)."""
         now = self._clock()
         late = [now - p.admitted_at for p in (self._by_node.get(node) or {}).values()
                 if p.admitted_at is not None and now - p.admitted_at > self._stale_s]  # fmt: skip

@@ -40,15 +40,16 @@ async def _filter(request: web.Request) -> web.Response:
     args = await _args(request)
     ledger = request.app[LEDGER]
     await ledger.settle(args.uid)
-    result = filter_nodes(args, ledger.zones_of, ledger.stale)
-    if any(ledger.zones_of(name) is not None for name in result["NodeNames"]):
+    zones_of = ledger.reader()
+    result = filter_nodes(args, zones_of, ledger.stale)
+    if any(zones_of(name) is not None for name in result["NodeNames"]):
         ledger.passed(args.uid)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
 async def _prioritize(request: web.Request) -> web.Response:
     args = await _args(request)
-    result = prioritize(args, request.app[LEDGER].zones_of)
+    result = prioritize(args, request.app[LEDGER].reader())
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
