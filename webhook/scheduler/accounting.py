@@ -109,7 +109,7 @@ class Ledger:
         stale_s: float = STALE_S,
         on_outcome: Callable[[str], None] = lambda _outcome: None,
     ) -> None:
-        self._raw = raw  # the NodeResourceTopology cache's zones, as published
+        self.raw = self._raw = raw  # the NodeResourceTopology cache's zones, as published
         self._clock = clock
         self._hold_s = hold_s
         self._stale_s = stale_s
@@ -117,7 +117,9 @@ class Ledger:
         self.ready = False  # the first list of bound pods is in: until then, nothing is held
         self._pending: dict[str, _Pending] = {}  # pod uid -> its predicted share
         self._by_node: dict[str, dict[str, _Pending]] = {}  # in bind order
-        self._accounted: dict[str, tuple[NodeZones, NodeZones]] = {}  # node -> (raw, less)
+        # node -> its zones less its pending shares, only for nodes with some: the extender
+        # looks a node up here first (a dict look-up, no call per node of the fleet)
+        self.overlay: dict[str, NodeZones] = {}
         self._alike: dict[Hashable, tuple[Zone, ...]] = {}  # counts -> the one shared tuple
         self._freed: set[str] = set()  # nodes where a pod ended since their object last changed
         self._stale_said: set[str] = set()
@@ -126,25 +128,22 @@ class Ledger:
         self.holding = 0  # filters waiting now
 
     # --- what the extender reads ---------------------------------------------------------
-    def reader(self) -> ZonesOf:
-        """What a request judges nodes by: the cache's own getter while nothing is pending
-        (no cost added per node), else `zones_of`."""
-        return self.zones_of if self._by_node else self._raw
-
     def zones_of(self, node: str) -> NodeZones | None:
-        """The node's zones less the shares of its pods the object does not show yet. Alike
-        results share one zones tuple, so the extender still judges each class once."""
-        pending = self._by_node.get(node)
-        raw = self._raw(node)
-        if raw is None or not pending:
-            return raw
-        kept = self._accounted.get(node)
-        if kept is None or kept[0] is not raw:
-            less = less_taken(raw, [p.taken for p in pending.values()])
-            if len(self._alike) > 2 * len(self._by_node) + 64:
-                self._alike = {}  # counts no node has any more
-            kept = self._accounted[node] = (raw, shared(less, self._alike))
-        return kept[1]
+        """The node's zones less the shares of its pods the object does not show yet."""
+        less = self.overlay.get(node)
+        return less if less is not None else self._raw(node)
+
+    def _refresh(self, node: str) -> None:
+        """Keep `overlay` current for `node` (its pods or its object changed). Alike results
+        share one zones tuple, so the extender still judges each class once."""
+        pending, raw = self._by_node.get(node), self._raw(node)
+        if not pending or raw is None:
+            self.overlay.pop(node, None)
+            return
+        if len(self._alike) > 2 * len(self.overlay) + 64:
+            self._alike = {}  # counts no node has any more
+        less = less_taken(raw, [p.taken for p in pending.values()])
+        self.overlay[node] = shared(less, self._alike)
 
     def pending(self, node: str) -> int:
         """Pods on `node` whose share the object does not show yet."""
@@ -156,8 +155,12 @@ class Ledger:
     def stale(self, node: str) -> str | None:
         """Why the node's object is out of date, or None (logged once per node when the
         extender first names it)."""
+        pending = self._by_node.get(node)
+        if not pending:  # the common case, once per node turned away: no clock read
+            self._stale_said.discard(node)
+            return None
         now = self._clock()
-        late = [now - p.admitted_at for p in (self._by_node.get(node) or {}).values()
+        late = [now - p.admitted_at for p in pending.values()
                 if p.admitted_at is not None and now - p.admitted_at > self._stale_s]  # fmt: skip
         if not late:
             self._stale_said.discard(node)
@@ -237,7 +240,7 @@ class Ledger:
         entry = _Pending(name, node, verdict.taken, ours)
         self._pending[uid] = entry
         self._by_node.setdefault(node, {})[uid] = entry
-        self._accounted.pop(node, None)
+        self._refresh(node)
 
     def _ended(self, uid: str, node: str, pod: Mapping[str, Any], *, refused: bool) -> None:
         if self._inflight.pop(uid, None) is not None:
@@ -258,13 +261,17 @@ class Ledger:
         on_node.pop(uid, None)
         if not on_node:
             self._by_node.pop(entry.node, None)
-        self._accounted.pop(entry.node, None)
+        self._refresh(entry.node)
         if freed:
             self._freed.add(entry.node)
 
     # --- the node's object (nrt_cache.py) ------------------------------------------------
     def nrt_changed(self, node: str, before: NodeZones | None, after: NodeZones | None) -> None:
         """The node's NodeResourceTopology was listed, changed or deleted."""
+        self._observe(node, before, after)
+        self._refresh(node)
+
+    def _observe(self, node: str, before: NodeZones | None, after: NodeZones | None) -> None:
         pending = self._by_node.get(node)
         if after is None:
             for uid in list(pending or ()):

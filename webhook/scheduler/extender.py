@@ -84,13 +84,19 @@ def parse_args(doc: Any) -> ExtenderArgs:
     return ExtenderArgs(pod, tuple(names))
 
 
-def _judge(zones_of: ZonesOf, units: PodUnits) -> Callable[[str], FreeFit | None]:
+def _judge(
+    zones_of: ZonesOf, units: PodUnits, overlay: Mapping[str, NodeZones] | None = None
+) -> Callable[[str], FreeFit | None]:
     """One node's verdict (None: no NodeResourceTopology), fitted once per group of alike
-    nodes: the memo holds the zones tuple it keys by id, so no id is reused meanwhile."""
+    nodes: the memo holds the zones tuple it keys by id, so no id is reused meanwhile.
+    `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up first."""
     memo: dict[tuple[int, str | None, str], tuple[object, FreeFit]] = {}
+    first = overlay.get if overlay else None
 
     def judge(name: str) -> FreeFit | None:
-        zones = zones_of(name)
+        zones = first(name) if first is not None else None
+        if zones is None:
+            zones = zones_of(name)
         if zones is None:
             return None
         key = (id(zones.zones), zones.policy, zones.scope)
@@ -103,7 +109,10 @@ def _judge(zones_of: ZonesOf, units: PodUnits) -> Callable[[str], FreeFit | None
 
 
 def filter_nodes(
-    args: ExtenderArgs, zones_of: ZonesOf, stale: StaleOf = lambda _node: None
+    args: ExtenderArgs,
+    zones_of: ZonesOf,
+    stale: StaleOf = lambda _node: None,
+    overlay: Mapping[str, NodeZones] | None = None,
 ) -> dict[str, Any]:
     """ExtenderFilterResult: the nodes whose NUMA nodes hold the pod now, and why not the rest
     (with why the node's object is out of date, when it is).
@@ -111,7 +120,7 @@ def filter_nodes(
     Failed nodes go to FailedNodes, not FailedAndUnresolvableNodes: evicting a lower-priority
     pod frees GPUs, so preemption can help.
     """
-    judge = _judge(zones_of, pod_units(args.pod["spec"]))
+    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
     passed: list[str] = []
     failed: dict[str, str] = {}
     for name in args.nodes:
@@ -125,10 +134,12 @@ def filter_nodes(
     return {"NodeNames": passed, "FailedNodes": failed, "Error": ""}
 
 
-def prioritize(args: ExtenderArgs, zones_of: ZonesOf) -> list[dict[str, Any]]:
+def prioritize(
+    args: ExtenderArgs, zones_of: ZonesOf, overlay: Mapping[str, NodeZones] | None = None
+) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
-    judge = _judge(zones_of, pod_units(args.pod["spec"]))
+    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
     return [{"Host": name, "Score": score(judge(name))} for name in args.nodes]
 
 

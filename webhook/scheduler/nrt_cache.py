@@ -101,8 +101,10 @@ class NrtCache:
             )
             self._said_absent = True
         if self.zones:
-            self.zones = {}
+            before, self.zones = self.zones, {}
             self.generation += 1
+            for name, zones in before.items() if self.on_change is not None else ():
+                self.on_change(name, zones, None)
         return ABSENT_RECHECK_S
 
     def _listed(self, snapshot: Snapshot) -> None:

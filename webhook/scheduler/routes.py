@@ -40,16 +40,16 @@ async def _filter(request: web.Request) -> web.Response:
     args = await _args(request)
     ledger = request.app[LEDGER]
     await ledger.settle(args.uid)
-    zones_of = ledger.reader()
-    result = filter_nodes(args, zones_of, ledger.stale)
-    if any(zones_of(name) is not None for name in result["NodeNames"]):
+    result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)
+    if any(ledger.zones_of(name) is not None for name in result["NodeNames"]):
         ledger.passed(args.uid)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
 async def _prioritize(request: web.Request) -> web.Response:
     args = await _args(request)
-    result = prioritize(args, request.app[LEDGER].reader())
+    ledger = request.app[LEDGER]
+    result = prioritize(args, ledger.raw, ledger.overlay)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
