@@ -16,9 +16,10 @@ NUMA nodes, and the kubelet refuses the ones that do not fit (issue 45).
   ended on the node meanwhile. A pod that ends, is deleted or refused frees its predicted
   share at once (a refusal of a pod the extender let through counts as `refused`). Each
   wrong prediction is counted once and logged once.
-- **In flight**: between the extender passing a pod and its bind showing in the watch, the
-  next pod's filter waits (at most `hold_s`), so it sees the first one's share. The wait is
-  per replica: kube-scheduler sends its calls over one kept-alive connection, so to one.
+- **In flight** (inflight.py): between the extender passing a pod and its bind showing in
+  the watch, the next pod's filter waits (at most `hold_s`) when that pod's share could
+  change its verdict, so it sees it. The wait is per replica: kube-scheduler sends its calls
+  over one kept-alive connection, so to one.
 - **Stale object**: a pod admitted `stale_s` ago that no change of the object has shown
   (the agent down) keeps its predicted share, and the node is named stale in the
   extender's reasons and the log.
@@ -29,8 +30,6 @@ object goes; never below zero (less_taken clamps). Everything runs on the event 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -38,15 +37,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
 
+from webhook.scheduler.inflight import HOLD_S, InFlight
 from webhook.topology.admission import pod_units
 from webhook.topology.fit import Taken, free_fit, less_taken
 from webhook.topology.zones import NodeZones, Zone, shared, zone_counts
 
-__all__ = ["HOLD_S", "OUTCOMES", "STALE_S", "Ledger", "admitted"]
+__all__ = ["OUTCOMES", "STALE_S", "Ledger", "admitted"]
 
 logger = logging.getLogger(__name__)
 
-HOLD_S: Final = 1.0  # well under kube-scheduler's extender httpTimeout (5 s)
 STALE_S: Final = 15.0  # the agent reads at +0, 1, 3 and 7 s after a pod event, writes 1/s
 OUTCOMES: Final = ("right", "other_numa_nodes", "refused")
 ZonesOf = Callable[[str], NodeZones | None]
@@ -123,9 +122,7 @@ class Ledger:
         self._alike: dict[Hashable, tuple[Zone, ...]] = {}  # counts -> the one shared tuple
         self._freed: set[str] = set()  # nodes where a pod ended since their object last changed
         self._stale_said: set[str] = set()
-        self._inflight: dict[str, float] = {}  # pod uid -> when the extender passed it
-        self._wake = asyncio.Event()
-        self.holding = 0  # filters waiting now
+        self.inflight = InFlight(self.zones_of, clock=clock, hold_s=hold_s)
 
     # --- what the extender reads ---------------------------------------------------------
     def zones_of(self, node: str) -> NodeZones | None:
@@ -172,30 +169,6 @@ class Ledger:
             logger.warning("stale NodeResourceTopology", extra={"node": node, "reason": why})
         return why
 
-    # --- the in-flight hold --------------------------------------------------------------
-    def passed(self, uid: str) -> None:
-        """The extender let the pod through: hold the next filter until its bind shows."""
-        if uid and self.ready:
-            self._inflight[uid] = self._clock()
-
-    async def settle(self, uid: str) -> None:
-        """Until every other pod the extender passed shows bound (or `hold_s` went by)."""
-        self._inflight.pop(uid, None)  # a pod asked again was not bound
-        while self._inflight:
-            now = self._clock()
-            for key in [k for k, at in self._inflight.items() if now - at >= self._hold_s]:
-                del self._inflight[key]  # not bound: kube-scheduler gave up on it
-            if not self._inflight:
-                return
-            left = min(self._inflight.values()) + self._hold_s - now
-            self._wake.clear()
-            self.holding += 1
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=left)
-            finally:
-                self.holding -= 1
-
     # --- bound pods (pods.py) ------------------------------------------------------------
     def pods_listed(self, pods: Iterable[Mapping[str, Any]]) -> None:
         seen = set()
@@ -217,9 +190,7 @@ class Ledger:
             return
         if not node:
             return
-        ours = self._inflight.pop(uid, None) is not None
-        if ours:
-            self._wake.set()
+        ours = self.inflight.bound(uid)
         known = self._pending.get(uid)
         if admitted(pod):
             if known is not None and known.admitted_at is None:
@@ -243,8 +214,7 @@ class Ledger:
         self._refresh(node)
 
     def _ended(self, uid: str, node: str, pod: Mapping[str, Any], *, refused: bool) -> None:
-        if self._inflight.pop(uid, None) is not None:
-            self._wake.set()
+        self.inflight.bound(uid)
         entry = self._pending.get(uid)
         if entry is None:
             if node:

@@ -2,8 +2,9 @@
 `POST /scheduler/prioritize` (kube-scheduler's urlPrefix `https://<service>/scheduler`).
 
 Both judge the nodes on the ledger's zones (accounting.py): the published counts less the
-pods bound but not shown yet. A filter first waits (briefly, bounded) until the pods the
-extender passed before show bound, then marks its own pod in flight when it passes it.
+pods bound but not shown yet. A filter first waits (briefly, bounded: inflight.py) while a pod
+the extender passed before, not shown bound yet, could change its verdict, then marks its own
+pod in flight when it passes it.
 
 A body that is not an ExtenderArgs is answered HTTP 400 with the reason (kube-scheduler
 then reports the extender's error on the pod); never a 500.
@@ -21,6 +22,7 @@ from webhook.scheduler.extender import (
     parse_args,
     prioritize,
 )
+from webhook.topology.admission import pod_units
 
 __all__ = ["FILTER_PATH", "LEDGER", "PRIORITIZE_PATH", "add_routes"]
 
@@ -39,10 +41,13 @@ async def _args(request: web.Request) -> ExtenderArgs:
 async def _filter(request: web.Request) -> web.Response:
     args = await _args(request)
     ledger = request.app[LEDGER]
-    await ledger.settle(args.uid)
+    units = pod_units(args.pod["spec"])
+    if ledger.ready:  # the bound pods' watch is in: binds will show
+        await ledger.inflight.settle(args.uid, args.nodes, units)
     result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)
-    if any(ledger.zones_of(name) is not None for name in result["NodeNames"]):
-        ledger.passed(args.uid)
+    passed = [name for name in result["NodeNames"] if ledger.zones_of(name) is not None]
+    if passed and ledger.ready:
+        ledger.inflight.passed(args.uid, units, passed)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 

@@ -143,10 +143,10 @@ async def extender() -> AsyncIterator[Extender]:
 async def held(ledger: Ledger, count: int) -> None:
     """Until `count` filters wait in the ledger's hold (each loop pass lets them run)."""
     for _ in range(1000):
-        if ledger.holding == count:
+        if ledger.inflight.holding == count:
             return
         await asyncio.sleep(0)
-    raise AssertionError(f"{ledger.holding} filters held, expected {count}")
+    raise AssertionError(f"{ledger.inflight.holding} filters held, expected {count}")
 
 
 async def test_a_burst_of_three_two_gpu_pods_lets_one_per_numa_node_through(
@@ -185,7 +185,19 @@ async def test_the_next_filter_waits_until_the_pod_passed_before_shows_bound(
     extender.watch("MODIFIED", bound(second, "dgx-a"))
     result = await asked
     assert result["NodeNames"] == []  # both NUMA nodes hold 1 GPU now
-    assert extender.ledger.holding == 0
+    assert extender.ledger.inflight.holding == 0 and extender.ledger.inflight.waits == 1
+
+
+async def test_a_filter_whose_verdict_no_pod_in_flight_can_change_does_not_wait(
+    extender: Extender,
+) -> None:
+    """Pods spread over nodes with room to spare: no filter waits for another's bind."""
+    extender.nrts.apply("ADDED", dgx("dgx-a", (4, 4)))
+    extender.nrts.apply("ADDED", dgx("dgx-b", (4, 4)))
+    for i in range(3):  # none bound yet: all three in flight
+        answer = await extender.filter(args(pod(f"p{i}", 1), "dgx-a", "dgx-b"))
+        assert answer["NodeNames"] == ["dgx-a", "dgx-b"]
+    assert extender.ledger.inflight.waits == 0
 
 
 async def test_a_pod_passed_but_never_bound_stops_holding_after_hold_s() -> None:
