@@ -378,3 +378,17 @@ async def test_a_pod_without_uid_or_nodes_is_answered_and_holds_nothing(
     assert (await extender.filter(args(pod("q", 1), "no-object")))["NodeNames"] == ["no-object"]
     # Neither holds the next filter: one has no uid, the other passed no node with an object.
     assert (await extender.filter(args(pod("r", 1), "dgx-a")))["NodeNames"] == ["dgx-a"]
+
+
+@pytest.mark.parametrize(
+    ("fits", "tightness", "expected"),
+    [(True, 1.0, 10), (True, 0.25, 3), (True, 0.35, 4), (True, 0.5, 5), (True, 0.04, 0),
+     (False, 1.0, 0)],
+)  # fmt: skip
+def test_scores_round_halves_up(fits: bool, tightness: float, expected: int) -> None:
+    """1 GPU of 4 free scores 3, not round()'s 2 (halves to even): 1 of 4 and 1 of 3 tie."""
+    from webhook.scheduler.extender import score
+    from webhook.topology.fit import FreeFit
+
+    assert score(FreeFit(fits, tightness=tightness)) == expected
+    assert score(None) == 0
