@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.webhook.topology.nrt import nrt
-from webhook.scheduler.extender import ExtenderArgs, filter_nodes, prioritize
+from webhook.scheduler.extender import ExtenderArgs, filter_nodes, prioritize, score
 from webhook.scheduler.nrt_cache import NrtCache
 from webhook.topology.admission import pod_units
 from webhook.topology.fit import FreeFit, free_fit
@@ -69,8 +69,7 @@ def test_5000_names_and_20_containers_get_each_node_its_own_answer() -> None:
     scores = {h["Host"]: h["Score"] for h in prioritize(args, cache.get)}
     for name in names:
         verdict = expected(name)
-        want = round(10 * verdict.tightness) if verdict is not None and verdict.fits else 0
-        assert scores[name] == want, name
+        assert scores[name] == score(verdict), name
 
 
 def test_nodes_with_pods_pending_still_share_one_record_per_class() -> None:
