@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from webhook.scheduler.inflight import HOLD_S, InFlight
 from webhook.topology.admission import pod_units
@@ -49,6 +49,15 @@ logger = logging.getLogger(__name__)
 STALE_S: Final = 15.0  # the agent reads at +0, 1, 3 and 7 s after a pod event, writes 1/s
 OUTCOMES: Final = ("right", "other_numa_nodes", "refused")
 ZonesOf = Callable[[str], NodeZones | None]
+
+
+class Published(Protocol):
+    """The NodeResourceTopology cache (nrt_cache.py): its current table and look-up."""
+
+    @property
+    def zones(self) -> Mapping[str, NodeZones]: ...
+
+    def get(self, node: str) -> NodeZones | None: ...
 
 
 @dataclass(slots=True)
@@ -101,14 +110,14 @@ def _covers(delta: Mapping[str, list[int]], taken: Taken, *, per_zone: bool) -> 
 class Ledger:
     def __init__(
         self,
-        raw: ZonesOf,
+        cache: Published,
         *,
         clock: Callable[[], float] = time.monotonic,
         hold_s: float = HOLD_S,
         stale_s: float = STALE_S,
         on_outcome: Callable[[str], None] = lambda _outcome: None,
     ) -> None:
-        self.raw = self._raw = raw  # the NodeResourceTopology cache's zones, as published
+        self.raw = self._raw = cache.get  # the NodeResourceTopology cache's zones, as published
         self._clock = clock
         self._hold_s = hold_s
         self._stale_s = stale_s
@@ -119,10 +128,10 @@ class Ledger:
         # node -> its zones less its pending shares, only for nodes with some: the extender
         # looks a node up here first (a dict look-up, no call per node of the fleet)
         self.overlay: dict[str, NodeZones] = {}
+        self.inflight = InFlight(lambda: cache.zones, self.overlay, clock=clock, hold_s=hold_s)
         self._alike: dict[Hashable, tuple[Zone, ...]] = {}  # counts -> the one shared tuple
         self._freed: set[str] = set()  # nodes where a pod ended since their object last changed
         self._stale_said: set[str] = set()
-        self.inflight = InFlight(self.zones_of, clock=clock, hold_s=hold_s)
 
     # --- what the extender reads ---------------------------------------------------------
     def zones_of(self, node: str) -> NodeZones | None:

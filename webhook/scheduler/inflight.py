@@ -6,13 +6,14 @@ the bind can show in the watch (accounting.py) after the next filter. That filte
 most `hold_s`, but only when it matters: when some node it asks about would judge the pod
 otherwise had the pods in flight all landed there (each where the kubelet puts it). A burst
 on one node waits for each bind; pods spread over a fleet with room to spare do not.
+Looking costs one dictionary look-up per node asked about, and one fit per alike class.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from webhook.topology.admission import PodUnits
@@ -22,7 +23,6 @@ from webhook.topology.zones import NodeZones
 __all__ = ["HOLD_S", "InFlight"]
 
 HOLD_S = 1.0  # well under kube-scheduler's extender httpTimeout (5 s)
-ZonesOf = Callable[[str], NodeZones | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +33,16 @@ class _Passed:
 
 
 class InFlight:
-    def __init__(self, zones_of: ZonesOf, *, clock: Callable[[], float], hold_s: float = HOLD_S):
-        self._zones_of = zones_of
+    def __init__(
+        self,
+        table: Callable[[], Mapping[str, NodeZones]],
+        overlay: Mapping[str, NodeZones],
+        *,
+        clock: Callable[[], float],
+        hold_s: float = HOLD_S,
+    ):
+        self._table = table  # node -> zones as published (the cache's current dict)
+        self._overlay = overlay  # node -> zones less pending shares, where some are
         self._clock = clock
         self._hold_s = hold_s
         self._passed: dict[str, _Passed] = {}  # pod uid ->
@@ -74,22 +82,20 @@ class InFlight:
                 self.holding -= 1
 
     def _matters(self, names: tuple[str, ...], units: PodUnits) -> bool:
-        """Would some node that fits the pod now refuse it with every pod in flight that
-        may land there taken off it? Judged once per alike node and set of such pods."""
-        flying = list(self._passed.values())
-        memo: dict[tuple[object, ...], bool] = {}
-        for name in names:
-            landing = tuple(p for p in flying if name in p.nodes)
-            zones = self._zones_of(name) if landing else None
-            if zones is None:
-                continue
-            key = (id(zones.zones), zones.policy, zones.scope, *map(id, landing))
-            flips = memo.get(key)
-            if flips is None:
-                flips = memo[key] = _flips(zones, units, landing)
-            if flips:
-                return True
-        return False
+        """Would some node that fits the pod now refuse it with the pods in flight taken off
+        it? Every pod in flight that passed some of these nodes is taken as landing on each
+        (the wait is then longer than needed at worst, never shorter), so each alike class
+        of nodes is judged once and a node costs one look-up."""
+        landing = tuple(p for p in self._passed.values() if not p.nodes.isdisjoint(names))
+        if not landing:
+            return False
+        table, overlay = self._table(), self._overlay
+        classes = {(id(z.zones), z.policy, z.scope): z for z in map(table.get, names) if z}
+        if overlay:
+            asked = set(names)
+            classes.update(((id(z.zones), z.policy, z.scope), z)
+                           for name, z in overlay.items() if name in asked)  # fmt: skip
+        return any(_flips(zones, units, landing) for zones in classes.values())
 
 
 def _flips(zones: NodeZones, units: PodUnits, landing: tuple[_Passed, ...]) -> bool:

@@ -37,7 +37,7 @@ class NumaScheduling:
         on_prediction: Callable[[str], None] = lambda _outcome: None,
     ):
         self.zones = NrtCache()
-        self.ledger = Ledger(self.zones.get, on_outcome=on_prediction)
+        self.ledger = Ledger(self.zones, on_outcome=on_prediction)
         self.zones.on_change = self.ledger.nrt_changed
         self.pods = BoundPods(self.ledger)
         self.leases = SchedulerLeases(lambda: _named(policies()), interval=lease_interval)

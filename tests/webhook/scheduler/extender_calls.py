@@ -128,7 +128,7 @@ async def running_extender(*, hold_s: float = 30.0) -> AsyncIterator[Extender]:
     clock = Clock()
     outcomes: list[str] = []
     nrts = NrtCache()
-    ledger = Ledger(nrts.get, clock=clock, on_outcome=outcomes.append, hold_s=hold_s)
+    ledger = Ledger(nrts, clock=clock, on_outcome=outcomes.append, hold_s=hold_s)
     nrts.on_change = ledger.nrt_changed
     ledger.pods_listed([])
     app = web.Application()

@@ -79,7 +79,7 @@ def test_nodes_with_pods_pending_still_share_one_record_per_class() -> None:
     from webhook.topology.fit import less_taken
 
     cache = _fleet(400)
-    ledger = Ledger(cache.get)
+    ledger = Ledger(cache)
     cache.on_change = ledger.nrt_changed
     ledger.pods_listed([])
     pod = _pod(4)
