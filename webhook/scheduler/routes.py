@@ -45,9 +45,8 @@ async def _filter(request: web.Request) -> web.Response:
     if ledger.ready:  # the bound pods' watch is in: binds will show
         await ledger.inflight.settle(args.uid, args.nodes, units)
     result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)
-    passed = [name for name in result["NodeNames"] if ledger.zones_of(name) is not None]
-    if passed and ledger.ready:
-        ledger.inflight.passed(args.uid, units, passed)
+    if result["NodeNames"] and ledger.ready:  # nodes without an object never make one wait
+        ledger.inflight.passed(args.uid, units, result["NodeNames"])
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
