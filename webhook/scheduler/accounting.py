@@ -20,9 +20,12 @@ NUMA nodes, and the kubelet refuses the ones that do not fit (issue 45).
   the watch, the next pod's filter waits (at most `hold_s`) when that pod's share could
   change its verdict, so it sees it. The wait is per replica: kube-scheduler sends its calls
   over one kept-alive connection, so to one.
-- **Stale object**: a pod admitted `stale_s` ago that no change of the object has shown
-  (the agent down) keeps its predicted share, and the node is named stale in the
-  extender's reasons and the log.
+- **Settled**: a pod admitted `SETTLE_S` ago on a node whose object changed since the
+  prediction is shown by now (the agent read the kubelet after it), whatever the counts
+  said: its share is dropped (`expire`, before each filter).
+- **Stale object**: a pod admitted `stale_s` ago with no change of the object since its
+  prediction (the agent down) keeps its predicted share, and the node is named stale in
+  the extender's reasons and the log.
 
 Bounded: one entry per bound pod not yet shown, dropped when shown, ended, or its node's
 object goes; never below zero (less_taken clamps). Everything runs on the event loop.
@@ -42,11 +45,12 @@ from webhook.topology.admission import pod_units
 from webhook.topology.fit import Taken, free_fit, less_taken
 from webhook.topology.zones import NodeZones, Zone, shared, zone_counts
 
-__all__ = ["OUTCOMES", "STALE_S", "Ledger", "admitted"]
+__all__ = ["OUTCOMES", "SETTLE_S", "STALE_S", "Ledger", "admitted"]
 
 logger = logging.getLogger(__name__)
 
-STALE_S: Final = 15.0  # the agent reads at +0, 1, 3 and 7 s after a pod event, writes 1/s
+SETTLE_S: Final = 10.0  # the agent reads at +0, 1, 3 and 7 s after a pod event, writes 1/s
+STALE_S: Final = 15.0
 OUTCOMES: Final = ("right", "other_numa_nodes", "refused")
 ZonesOf = Callable[[str], NodeZones | None]
 
@@ -66,6 +70,7 @@ class _Pending:
     node: str
     taken: Taken
     ours: bool  # the extender passed it (a refusal is then our wrong prediction)
+    seen: int  # the node's object changes counted when it was predicted
     admitted_at: float | None = None  # the kubelet's first status seen: it holds its share
 
 
@@ -132,6 +137,7 @@ class Ledger:
         self._alike: dict[Hashable, tuple[Zone, ...]] = {}  # counts -> the one shared tuple
         self._freed: set[str] = set()  # nodes where a pod ended since their object last changed
         self._stale_said: set[str] = set()
+        self._changes: dict[str, int] = {}  # node -> changes of its object seen (the agent lives)
 
     # --- what the extender reads ---------------------------------------------------------
     def zones_of(self, node: str) -> NodeZones | None:
@@ -158,6 +164,16 @@ class Ledger:
     def pending_pods(self) -> list[str]:
         return [p.name for p in self._pending.values()]
 
+    def expire(self) -> None:
+        """Drop the shares of pods admitted `SETTLE_S` ago on nodes whose object changed since
+        they were predicted: the agent lives and has read the kubelet since, so the object
+        shows them (its change may have come before their status, or mixed with others')."""
+        now = self._clock()
+        for uid, p in list(self._pending.items()):
+            late = p.admitted_at is not None and now - p.admitted_at > SETTLE_S
+            if late and self._changes.get(p.node, 0) > p.seen:
+                self._drop(uid, freed=False)
+
     def stale(self, node: str) -> str | None:
         """Why the node's object is out of date, or None (logged once per node when the
         extender first names it)."""
@@ -166,8 +182,10 @@ class Ledger:
             self._stale_said.discard(node)
             return None
         now = self._clock()
+        changes = self._changes.get(node, 0)
         late = [now - p.admitted_at for p in pending.values()
-                if p.admitted_at is not None and now - p.admitted_at > self._stale_s]  # fmt: skip
+                if p.admitted_at is not None and now - p.admitted_at > self._stale_s
+                and changes <= p.seen]  # fmt: skip
         if not late:
             self._stale_said.discard(node)
             return None
@@ -217,7 +235,7 @@ class Ledger:
             return  # nothing it will hold (or its kubelet refuses it): nothing to count
         meta = pod.get("metadata") or {}
         name = f"{meta.get('namespace')}/{meta.get('name')}"
-        entry = _Pending(name, node, verdict.taken, ours)
+        entry = _Pending(name, node, verdict.taken, ours, self._changes.get(node, 0))
         self._pending[uid] = entry
         self._by_node.setdefault(node, {})[uid] = entry
         self._refresh(node)
@@ -259,6 +277,7 @@ class Ledger:
             return
         if before is not None and _same(before, after):
             return  # nothing observed (metadata only): no new read of the kubelet
+        self._changes[node] = self._changes.get(node, 0) + 1
         judged = (
             before is not None and node not in self._freed and len(before.zones) == len(after.zones)
         )

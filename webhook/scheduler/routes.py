@@ -42,6 +42,7 @@ async def _filter(request: web.Request) -> web.Response:
     args = await _args(request)
     ledger = request.app[LEDGER]
     units = pod_units(args.pod["spec"])
+    ledger.expire()
     if ledger.ready:  # the bound pods' watch is in: binds will show
         await ledger.inflight.settle(args.uid, args.nodes, units)
     result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)

@@ -154,3 +154,21 @@ async def test_a_relist_drops_pods_gone_and_a_deleted_object_its_node(
     extender.nrts.apply("DELETED", dgx("dgx-b", (4, 4)))
     assert extender.ledger.zones_of("dgx-b") is None
     assert extender.ledger.pending_pods() == ["ml/kept"]
+
+
+async def test_a_pod_shown_before_its_status_on_other_numa_nodes_is_dropped_once_settled(
+    extender: Extender,
+) -> None:
+    """The agent's write came before the kubelet's status, on other NUMA nodes than
+    predicted: the counts cannot say it is the pod's, so its share stays a while; once it
+    has been admitted SETTLE_S and the object changed since, the object's word stands."""
+    extender.nrts.apply("ADDED", dgx("dgx-a", (3, 3)))
+    p = pod("p", 2)
+    await extender.filter(args(p, "dgx-a"))
+    extender.watch("MODIFIED", bound(p, "dgx-a"))  # predicted on NUMA node 0
+    extender.nrts.apply("MODIFIED", dgx("dgx-a", (3, 1), free_cpus=(110, 104)))
+    extender.watch("MODIFIED", started(bound(p, "dgx-a")))
+    assert extender.free("dgx-a") == (1, 1)  # counted twice for now (conservative)
+    extender.clock.now += 11
+    assert (await extender.filter(args(pod("q", 2), "dgx-a")))["NodeNames"] == ["dgx-a"]
+    assert extender.free("dgx-a") == (3, 1) and extender.ledger.pending("dgx-a") == 0
