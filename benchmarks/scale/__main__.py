@@ -17,7 +17,7 @@ from benchmarks.__main__ import _machine
 from benchmarks.scale.churn import churn_cell, churn_note, load_result
 from benchmarks.scale.fleet import USE_MIX, fleet, nrt_object, write_all
 from benchmarks.scale.measure import admission, explain_seconds, extender_times, throughput
-from benchmarks.scale.stack import OFF_CONTROLLERS, Stack, running_stack
+from benchmarks.scale.stack import OFF_CONTROLLERS, SCHEDULER_CLIENT, Stack, running_stack
 from common.node_resource_topology import GROUP, PLURAL, VERSION
 from e2e.controlplane.numa_scheduler import NAME as NUMA_SCHEDULER
 from e2e.nodes.fleet import rss_mib
@@ -139,7 +139,9 @@ def _write(args: argparse.Namespace, rows: list[Any], details: list[Any], made: 
             f"# Topoplace at fleet size (make bench-scale)\n\n{_machine()}\n",
             "Real etcd, kube-apiserver, kube-controller-manager (controllers off: "
             f"{', '.join(OFF_CONTROLLERS)}, so Nodes without a kubelet stay Ready), two stock "
-            "kube-schedulers started in turn once their pods wait, the webhook as a host process "
+            "kube-schedulers started in turn once their pods wait (both with client limits "
+            f"qps {SCHEDULER_CLIENT['qps']}, burst {SCHEDULER_CLIENT['burst']}: the defaults, 50 "
+            "and 100, capped both at ~55.5 pods/s), the webhook as a host process "
             "(`serve --node-cache --numa-scheduling`). Nodes: docs/examples/nodes.yaml's machine "
             "classes cloned; NodeResourceTopology GPU use by node index mod 4: "
             f"{', '.join(USE_MIX)}. "

@@ -234,6 +234,7 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     topology = str(Path("webhook") / "scheduler" / "nrt_cache.py")
     leases = str(Path("webhook") / "scheduler" / "leases.py")
     spans = str(Path("webhook") / "spans" / "watch.py")
+    bound = str(Path("webhook") / "scheduler" / "pods.py")  # the extender's ledger (issue 45)
     assert set().union(*calls.values()) == {
         str(Path("webhook") / "certs" / "sync.py"),
         cache,
@@ -241,12 +242,14 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
         topology,
         leases,
         spans,
+        bound,
     }
     assert {grant for grant, files in calls.items() if cache in files} == NODE_READS
     assert {grant for grant, files in calls.items() if templates in files} == TEMPLATE_READS
     assert {grant for grant, files in calls.items() if topology in files} == TOPOLOGY_READS
     assert {grant for grant, files in calls.items() if leases in files} == LEASE_READS
     assert {grant for grant, files in calls.items() if spans in files} == POD_READS
+    assert {grant for grant, files in calls.items() if bound in files} == POD_READS
     # the `certs` command, run only by the sidecar; the node cache, started by the server app
     assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
     assert importers_of("webhook.server.node_cache") == {str(Path("webhook") / "server" / "app.py")}
@@ -256,6 +259,7 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     service = {str(Path("webhook") / "scheduler" / "service.py")}
     assert importers_of("webhook.scheduler.nrt_cache") == service
     assert importers_of("webhook.scheduler.leases") == service
+    assert importers_of("webhook.scheduler.pods") == service
     assert importers_of("webhook.spans.watch") == {str(Path("webhook") / "server" / "app.py")}
 
 

@@ -10,6 +10,11 @@ NUMA zones come from the NodeResourceTopology watch, not from the Node objects) 
 `NodeNames` back. A node with no NodeResourceTopology passes the filter and scores 0: the
 extender knows nothing against it, and the stock checks still apply.
 
+Each verdict is the kubelet's own: the NUMA set the model picks is the one the kubelet picks
+(the lowest-numbered of the equally narrow preferred sets), so the score and the ledger's
+prediction (accounting.py) both follow where the kubelet will put the pod, and a burst fills
+NUMA nodes in the order the kubelet fills them.
+
 Alike nodes are judged once per request: nodes whose NUMA zones hold the same counts under the
 same policy and scope get the same verdict, and the NodeResourceTopology cache hands them one
 shared zones tuple (nrt_cache.py), so a fleet of a few machine classes costs a few fits and
@@ -26,10 +31,19 @@ from webhook.topology.admission import PodUnits, pod_units
 from webhook.topology.fit import FreeFit, free_fit
 from webhook.topology.zones import NodeZones
 
-__all__ = ["MAX_SCORE", "BadArgs", "ExtenderArgs", "filter_nodes", "parse_args", "prioritize"]
+__all__ = [
+    "MAX_SCORE",
+    "BadArgs",
+    "ExtenderArgs",
+    "filter_nodes",
+    "parse_args",
+    "prioritize",
+    "score",
+]
 
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
 ZonesOf = Callable[[str], NodeZones | None]
+StaleOf = Callable[[str], str | None]
 _UNKNOWN = FreeFit(True)  # no NodeResourceTopology: nothing known against the node
 
 
@@ -41,6 +55,10 @@ class BadArgs(ValueError):
 class ExtenderArgs:
     pod: Mapping[str, Any]
     nodes: tuple[str, ...]
+
+    @property
+    def uid(self) -> str:
+        return str((self.pod.get("metadata") or {}).get("uid") or "")
 
 
 def _field(doc: Mapping[str, Any], name: str) -> Any:
@@ -66,13 +84,19 @@ def parse_args(doc: Any) -> ExtenderArgs:
     return ExtenderArgs(pod, tuple(names))
 
 
-def _judge(zones_of: ZonesOf, units: PodUnits) -> Callable[[str], FreeFit | None]:
+def _judge(
+    zones_of: ZonesOf, units: PodUnits, overlay: Mapping[str, NodeZones] | None = None
+) -> Callable[[str], FreeFit | None]:
     """One node's verdict (None: no NodeResourceTopology), fitted once per group of alike
-    nodes: the memo holds the zones tuple it keys by id, so no id is reused meanwhile."""
+    nodes: the memo holds the zones tuple it keys by id, so no id is reused meanwhile.
+    `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up first."""
     memo: dict[tuple[int, str | None, str], tuple[object, FreeFit]] = {}
+    first = overlay.get if overlay else None
 
     def judge(name: str) -> FreeFit | None:
-        zones = zones_of(name)
+        zones = first(name) if first is not None else None
+        if zones is None:
+            zones = zones_of(name)
         if zones is None:
             return None
         key = (id(zones.zones), zones.policy, zones.scope)
@@ -84,13 +108,19 @@ def _judge(zones_of: ZonesOf, units: PodUnits) -> Callable[[str], FreeFit | None
     return judge
 
 
-def filter_nodes(args: ExtenderArgs, zones_of: ZonesOf) -> dict[str, Any]:
-    """ExtenderFilterResult: the nodes whose NUMA nodes hold the pod now, and why not the rest.
+def filter_nodes(
+    args: ExtenderArgs,
+    zones_of: ZonesOf,
+    stale: StaleOf = lambda _node: None,
+    overlay: Mapping[str, NodeZones] | None = None,
+) -> dict[str, Any]:
+    """ExtenderFilterResult: the nodes whose NUMA nodes hold the pod now, and why not the rest
+    (with why the node's object is out of date, when it is).
 
     Failed nodes go to FailedNodes, not FailedAndUnresolvableNodes: evicting a lower-priority
     pod frees GPUs, so preemption can help.
     """
-    judge = _judge(zones_of, pod_units(args.pod["spec"]))
+    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
     passed: list[str] = []
     failed: dict[str, str] = {}
     for name in args.nodes:
@@ -98,17 +128,26 @@ def filter_nodes(args: ExtenderArgs, zones_of: ZonesOf) -> dict[str, Any]:
         if verdict.fits:
             passed.append(name)
         else:
-            failed[name] = verdict.reason or "no NUMA node has room"
+            reason = verdict.reason or "no NUMA node has room"
+            late = stale(name)
+            failed[name] = f"{reason}; {late}" if late else reason
     return {"NodeNames": passed, "FailedNodes": failed, "Error": ""}
 
 
-def prioritize(args: ExtenderArgs, zones_of: ZonesOf) -> list[dict[str, Any]]:
+def prioritize(
+    args: ExtenderArgs, zones_of: ZonesOf, overlay: Mapping[str, NodeZones] | None = None
+) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
-    judge = _judge(zones_of, pod_units(args.pod["spec"]))
-    out = []
-    for name in args.nodes:
-        verdict = judge(name)
-        score = round(MAX_SCORE * verdict.tightness) if verdict is not None and verdict.fits else 0
-        out.append({"Host": name, "Score": score})
-    return out
+    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
+    return [{"Host": name, "Score": score(judge(name))} for name in args.nodes]
+
+
+def score(verdict: FreeFit | None) -> int:
+    """0..10 from the share of the free GPUs of the NUMA set the kubelet will pick that the
+    pod takes (not the tightest set: the kubelet takes the lowest-numbered that holds it, so
+    a node is scored on what will happen there). Halves round up, never to even: 0.25 and
+    0.35 are 3 and 4. 0 without a NodeResourceTopology or room."""
+    if verdict is None or not verdict.fits:
+        return 0
+    return min(MAX_SCORE, int(MAX_SCORE * verdict.tightness + 0.5))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,20 @@ ABSENT_RECHECK_S = 60.0  # the CRD may be installed later (NFD, or our component
 _RESOURCE = {"group": GROUP, "version": VERSION, "plural": PLURAL}
 
 
+OnChange = Callable[[str, NodeZones | None, NodeZones | None], None]
+
+
 class NrtCache:
-    def __init__(self, *, backoff: Backoff | None = None, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        *,
+        backoff: Backoff | None = None,
+        sleep: Sleep = asyncio.sleep,
+        on_change: OnChange | None = None,
+    ) -> None:
         self.zones: dict[str, NodeZones] = {}
+        # (node, before, after) for every listed, changed or deleted object: the ledger
+        self.on_change = on_change
         self.ready = False
         self.generation = 0  # bumped on every change: cached verdicts compare it
         self._backoff = backoff or Backoff()
@@ -90,8 +101,10 @@ class NrtCache:
             )
             self._said_absent = True
         if self.zones:
-            self.zones = {}
+            before, self.zones = self.zones, {}
             self.generation += 1
+            for name, zones in before.items() if self.on_change is not None else ():
+                self.on_change(name, zones, None)
         return ABSENT_RECHECK_S
 
     def _listed(self, snapshot: Snapshot) -> None:
@@ -101,7 +114,10 @@ class NrtCache:
             parsed = self._parse(item)
             if parsed is not None:
                 zones[parsed.node] = parsed
-        self.zones = zones  # swapped in whole
+        before, self.zones = self.zones, zones  # swapped in whole
+        if self.on_change is not None:
+            for name in before.keys() | zones.keys():
+                self.on_change(name, before.get(name), zones.get(name))
         self.ready = True
         self.generation += 1
         logger.info(
@@ -115,6 +131,7 @@ class NrtCache:
     def apply(self, kind: str, obj: Mapping[str, Any]) -> None:
         """One ADDED, MODIFIED or DELETED object."""
         name = str((obj.get("metadata") or {}).get("name") or "")
+        before = self.zones.get(name)
         if kind == "DELETED":
             self.zones.pop(name, None)
         else:
@@ -125,6 +142,8 @@ class NrtCache:
             else:
                 self.zones[name] = parsed
         self.generation += 1
+        if self.on_change is not None:
+            self.on_change(name, before, self.zones.get(name))
 
     def _parse(self, obj: Mapping[str, Any]) -> NodeZones | None:
         try:

@@ -1,6 +1,11 @@
 """The extender's HTTPS routes on the webhook's listener: `POST /scheduler/filter` and
 `POST /scheduler/prioritize` (kube-scheduler's urlPrefix `https://<service>/scheduler`).
 
+Both judge the nodes on the ledger's zones (accounting.py): the published counts less the
+pods bound but not shown yet. A filter first waits (briefly, bounded: inflight.py) while a pod
+the extender passed before, not shown bound yet, could change its verdict, then marks its own
+pod in flight when it passes it.
+
 A body that is not an ExtenderArgs is answered HTTP 400 with the reason (kube-scheduler
 then reports the extender's error on the pod); never a 500.
 """
@@ -10,21 +15,22 @@ from __future__ import annotations
 from aiohttp import web
 
 from webhook import jsonio
+from webhook.scheduler.accounting import Ledger
 from webhook.scheduler.extender import (
     MAX_SCORE,
     ExtenderArgs,
-    ZonesOf,
     filter_nodes,
     parse_args,
     prioritize,
 )
 from webhook.scheduler.locality import WeightOf, lower_scores
+from webhook.topology.admission import pod_units
 
-__all__ = ["FILTER_PATH", "PRIORITIZE_PATH", "REMOTE_WEIGHT", "ZONES", "add_routes"]
+__all__ = ["FILTER_PATH", "LEDGER", "PRIORITIZE_PATH", "REMOTE_WEIGHT", "add_routes"]
 
 FILTER_PATH = "/scheduler/filter"
 PRIORITIZE_PATH = "/scheduler/prioritize"
-ZONES = web.AppKey("topoplace_zones", ZonesOf)
+LEDGER = web.AppKey("topoplace_ledger", Ledger)
 REMOTE_WEIGHT = web.AppKey("topoplace_remote_weight", WeightOf)
 
 
@@ -37,16 +43,23 @@ async def _args(request: web.Request) -> ExtenderArgs:
 
 async def _filter(request: web.Request) -> web.Response:
     args = await _args(request)
-    result = filter_nodes(args, request.app[ZONES])
+    ledger = request.app[LEDGER]
+    units = pod_units(args.pod["spec"])
+    ledger.expire()
+    if ledger.ready:  # the bound pods' watch is in: binds will show
+        await ledger.inflight.settle(args.uid, args.nodes, units)
+    result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)
+    if result["NodeNames"] and ledger.ready:  # nodes without an object never make one wait
+        ledger.inflight.passed(args.uid, units, result["NodeNames"])
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
 async def _prioritize(request: web.Request) -> web.Response:
     args = await _args(request)
-    zones_of = request.app[ZONES]
-    result = prioritize(args, zones_of)
+    ledger = request.app[LEDGER]
+    result = prioritize(args, ledger.raw, ledger.overlay)
     # Opt-in per policy (placement.remoteAccessWeight): measured remote access lowers a score.
-    result = lower_scores(result, args.pod, zones_of, request.app[REMOTE_WEIGHT], MAX_SCORE)
+    result = lower_scores(result, args.pod, ledger.raw, request.app[REMOTE_WEIGHT], MAX_SCORE)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
 
 
@@ -54,8 +67,8 @@ def _no_weight(_pod: object) -> int:
     return 0
 
 
-def add_routes(app: web.Application, zones_of: ZonesOf, weight_of: WeightOf = _no_weight) -> None:
-    app[ZONES] = zones_of
+def add_routes(app: web.Application, ledger: Ledger, weight_of: WeightOf = _no_weight) -> None:
+    app[LEDGER] = ledger
     app[REMOTE_WEIGHT] = weight_of
     app.router.add_post(FILTER_PATH, _filter)
     app.router.add_post(PRIORITIZE_PATH, _prioritize)

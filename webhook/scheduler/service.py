@@ -1,5 +1,6 @@
 """The NUMA-aware scheduling side of the webhook (`serve --numa-scheduling`), in one piece:
-the NodeResourceTopology watch, the extender routes over it, and the Lease check behind the
+the NodeResourceTopology watch, the bound pods' watch and the ledger over both
+(accounting.py), the extender routes over the ledger, and the Lease check behind the
 admission warning for a policy whose scheduler is not running (worded in webhook/warnings)."""
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from typing import Any
 from aiohttp import web
 
 from webhook.policy.loader import PolicySet
+from webhook.scheduler.accounting import Ledger
 from webhook.scheduler.leases import SchedulerLeases
 from webhook.scheduler.locality import policy_weight
 from webhook.scheduler.nrt_cache import NrtCache
+from webhook.scheduler.pods import BoundPods
 from webhook.scheduler.routes import add_routes
 
 __all__ = ["NumaScheduling"]
@@ -27,16 +30,25 @@ def _named(policies: PolicySet | None) -> Iterable[str]:
 
 
 class NumaScheduling:
-    def __init__(self, policies: Callable[[], PolicySet | None], *, lease_interval: float = 10.0):
+    def __init__(
+        self,
+        policies: Callable[[], PolicySet | None],
+        *,
+        lease_interval: float = 10.0,
+        on_prediction: Callable[[str], None] = lambda _outcome: None,
+    ):
         self.zones = NrtCache()
         self._policies = policies
+        self.ledger = Ledger(self.zones, on_outcome=on_prediction)
+        self.zones.on_change = self.ledger.nrt_changed
+        self.pods = BoundPods(self.ledger)
         self.leases = SchedulerLeases(lambda: _named(policies()), interval=lease_interval)
 
     def add_routes(self, app: web.Application) -> None:
-        add_routes(app, self.zones.get, policy_weight(self._policies))
+        add_routes(app, self.ledger, policy_weight(self._policies))
 
     def tasks(self, kubeconfig: Path | None) -> list[Coroutine[Any, Any, None]]:
-        return [self.zones.run(kubeconfig), self.leases.run(kubeconfig)]
+        return [self.zones.run(kubeconfig), self.pods.run(kubeconfig), self.leases.run(kubeconfig)]
 
     def stamp(self) -> tuple[object, ...]:
         """Changes whenever the scheduler warning or the node cache's free-capacity check

@@ -224,7 +224,11 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
     metrics.registry.register(CertificateExpiry(config.cert_path))
     numa = (
-        NumaScheduling(lambda: store.current, lease_interval=config.lease_check_interval)
+        NumaScheduling(
+            lambda: store.current,
+            lease_interval=config.lease_check_interval,
+            on_prediction=metrics.scheduler_prediction,
+        )
         if config.numa_scheduling
         else None
     )

@@ -13,6 +13,10 @@ Metrics (prefix `topoplace_webhook_`):
   `policies_loaded`: number of policies in the serving set.
 - `policy_reload_errors_total`: refused policy sets.
 - `tls_reloads_total{result}`: `ok` or `error`.
+- `scheduler_predictions_total{outcome}` (`serve --numa-scheduling`): the extender's
+  predictions of where the kubelet puts a bound pod, judged when the node's
+  NodeResourceTopology shows it: `right`, `other_numa_nodes`, or `refused` (the kubelet
+  refused a pod the extender let through); zero for each from the start.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from webhook.scheduler.accounting import OUTCOMES as PREDICTION_OUTCOMES
 from webhook.warnings.kinds import WarningKind
 
-__all__ = ["LATENCY_BUCKETS", "OUTCOMES", "WebhookMetrics", "serve_metrics"]
+__all__ = ["LATENCY_BUCKETS", "OUTCOMES", "PREDICTION_OUTCOMES", "WebhookMetrics", "serve_metrics"]
 
 OUTCOMES: Final = ("mutated", "unchanged", "passthrough", "denied", "failed_open", "malformed")
 LATENCY_BUCKETS: Final = (
@@ -148,6 +153,14 @@ class WebhookMetrics:
         self._tls_reloads = Counter(
             _PREFIX + "tls_reloads", "TLS key pair reload attempts", ["result"], registry=r
         )
+        self._predictions = Counter(
+            _PREFIX + "scheduler_predictions",
+            "The extender's predictions of the kubelet's NUMA placement, by how they turned out",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in PREDICTION_OUTCOMES:
+            self._predictions.labels(outcome=outcome)
         self._known: frozenset[str] = frozenset()
 
     def policy_set_loaded(self, generation_hash: str, names: tuple[str, ...]) -> None:
@@ -159,6 +172,9 @@ class WebhookMetrics:
 
     def policy_reload_failed(self) -> None:
         self._reload_errors.inc()
+
+    def scheduler_prediction(self, outcome: str) -> None:
+        self._predictions.labels(outcome=outcome).inc()
 
     def tls_reloaded(self, ok: bool) -> None:
         self._tls_reloads.labels(result="ok" if ok else "error").inc()

@@ -32,23 +32,28 @@ from webhook.topology.kubelet import KubeletConfig
 from webhook.topology.requests import Unit
 from webhook.topology.shape import Capacity
 
-__all__ = ["HINT_SEARCH_NODES", "Admission", "admit", "min_nodes", "resource_word",
+__all__ = ["HINT_SEARCH_NODES", "Admission", "Taken", "admit", "min_nodes", "resource_word",
            "show_amount"]  # fmt: skip
 
 # Past 2^20 NUMA sets per pod a hint provider's search (and the hint it keeps for each set
 # that holds the request) is taken as an admission that never comes; it also bounds the
 # model's own search.
 HINT_SEARCH_NODES = 20
+# Per aligned resource (sorted by name), what the pod keeps on each NUMA node, in the units
+# Capacity counts (CPU in millicores): the kubelet's own choice of NUMA set, as admit() makes it.
+Taken = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
     """admitted: the kubelet's Topology Manager admits every unit. reason: why not.
-    tightness: the share of the chosen NUMA nodes' free GPUs the pod takes (1.0: exact)."""
+    tightness: the share of the chosen NUMA nodes' free GPUs the pod takes (1.0: exact).
+    taken: what the admitted pod holds per NUMA node once its init containers are done."""
 
     admitted: bool
     reason: str | None = None
     tightness: float = 0.0
+    taken: Taken = ()
 
 
 def min_nodes(need: int, caps: Sequence[int]) -> int | None:
@@ -231,6 +236,7 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
             f"{capacity.nodes} or more"
         ))  # fmt: skip
     free = {name: list(counts) for name, counts in capacity.free.items()}
+    start = {name: tuple(counts) for name, counts in free.items()}
     reuse: dict[str, frozenset[int]] = {}  # device resource -> NUMA nodes an init container held
     taken = given = 0
     for unit in units:
@@ -257,4 +263,9 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
                     reuse.pop(name, None)
                 else:
                     reuse[name] = frozenset(held)
-    return Admission(True, tightness=taken / given if given else 0.0)
+    held = tuple(
+        (name, tuple(a - b for a, b in zip(start[name], counts, strict=True)))
+        for name, counts in sorted(free.items())
+        if tuple(counts) != start[name]
+    )
+    return Admission(True, tightness=taken / given if given else 0.0, taken=held)

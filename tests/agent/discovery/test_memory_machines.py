@@ -15,7 +15,7 @@ import pytest
 from agent.discovery.discover import DiscoveryOptions, discover
 from agent.discovery.topology import build_topology
 from agent.sources import cpu, nic, nvml, pci
-from agent.sources.kubelet import KubeletConfig
+from agent.sources.kubelet import KubeletFiles
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label
 from tests.agent.discovery.memory_machines import gb200_hbm_node
 from tests.agent.position.nvml_standin import DeviceGpu, standin_devices
@@ -148,7 +148,7 @@ def test_nvml_reads_where_a_gb200_gpu_sits() -> None:
 def _topology(root: Path, info: nvml.NvmlInfo):  # type: ignore[no-untyped-def]
     return build_topology(
         cpu=cpu.discover(root), pci=pci.discover(root), nics=nic.discover(root), nvml=info,
-        kubelet=KubeletConfig(), datasets={},
+        kubelet=KubeletFiles(), datasets={},
     )  # fmt: skip
 
 

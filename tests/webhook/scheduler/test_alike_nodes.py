@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.webhook.topology.nrt import nrt
-from webhook.scheduler.extender import ExtenderArgs, filter_nodes, prioritize
+from webhook.scheduler.extender import ExtenderArgs, filter_nodes, prioritize, score
 from webhook.scheduler.nrt_cache import NrtCache
 from webhook.topology.admission import pod_units
 from webhook.topology.fit import FreeFit, free_fit
@@ -69,5 +69,36 @@ def test_5000_names_and_20_containers_get_each_node_its_own_answer() -> None:
     scores = {h["Host"]: h["Score"] for h in prioritize(args, cache.get)}
     for name in names:
         verdict = expected(name)
-        want = round(10 * verdict.tightness) if verdict is not None and verdict.fits else 0
-        assert scores[name] == want, name
+        assert scores[name] == score(verdict), name
+
+
+def test_nodes_with_pods_pending_still_share_one_record_per_class() -> None:
+    """100 pods bound to 100 alike nodes and not shown yet: the ledger's view of those nodes
+    is one record, judged once, and each node gets what a node-by-node judgement gives."""
+    from webhook.scheduler.accounting import Ledger
+    from webhook.topology.fit import less_taken
+
+    cache = _fleet(400)
+    ledger = Ledger(cache)
+    cache.on_change = ledger.nrt_changed
+    ledger.pods_listed([])
+    pod = _pod(4)
+    for i in range(100):
+        bound = _pod(4)
+        bound["metadata"].update(name=f"b{i}", namespace="ml", uid=f"u{i}")
+        bound["spec"]["nodeName"] = f"gpu-{4 * i:05d}"  # the (4, 4) class
+        bound["status"] = {"phase": "Pending"}
+        ledger.pod_event("ADDED", bound)
+    assert len(ledger.overlay) == 100
+    assert len({id(z.zones) for z in ledger.overlay.values()}) == 1
+    names = tuple(cache.zones)
+    result = filter_nodes(ExtenderArgs(pod, names), ledger.raw, ledger.stale, ledger.overlay)
+    units = pod_units(pod["spec"])
+    for name in names:
+        zones = cache.zones[name]
+        if name in ledger.overlay:
+            taken = free_fit(zones, units).taken
+            zones = less_taken(zones, [taken])
+        assert (name in result["NodeNames"]) == free_fit(zones, units).fits, name
+    zones = ledger.zones_of("gpu-00000")
+    assert zones is not None and zones.free("nvidia.com/gpu") == (0, 4)  # NUMA node 0 taken

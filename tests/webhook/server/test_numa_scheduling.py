@@ -236,3 +236,50 @@ def test_extender_args_with_whole_nodes_or_lower_case_keys_are_read() -> None:
     # nodeCacheCapable false sends Node objects; Go decodes keys case-insensitively.
     assert parse_args({"Pod": pod, "Nodes": nodes, "NodeNames": None}).nodes == ("a", "b")
     assert parse_args({"pod": pod, "nodenames": ["c"]}).nodes == ("c",)
+
+
+async def test_a_burst_counts_each_bound_pod_until_the_object_shows_it(
+    api: TopologyApiServer, numa_policies: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
+) -> None:
+    """Issue 45 over HTTPS: the pods kube-scheduler binds come back through the webhook's
+    watch of bound pods; each takes its NUMA node off what the next one is judged on, and a
+    kubelet's refusal of one the extender let through is counted."""
+    async with numa_server(api, numa_policies, tls_files) as (server, base):
+        await wait_until(
+            lambda: asyncio.sleep(0, result=any(
+                w.get("fieldSelector") == "spec.nodeName!=" for w in api.pods.watches
+            )),
+            "the watch of bound pods",
+        )  # fmt: skip
+
+        async def filtered(name: str) -> dict[str, Any]:
+            pod = scheduled_pod(2)
+            pod["metadata"].update(name=name, uid=f"uid-{name}")
+            args = extender_args(pod, "dgx-h100-a")
+            status, body = await call(client, f"{base}/scheduler/filter", args)
+            assert status == 200
+            if body["NodeNames"]:  # kube-scheduler binds it: the API server has it on the node
+                pod["spec"]["nodeName"] = "dgx-h100-a"
+                pod["status"] = {"phase": "Pending"}
+                api.pods.add(pod)
+            return dict(body)
+
+        async def listed() -> bool:
+            probe = extender_args(scheduled_pod(4), "dgx-h100-a")  # 2 + 2 free: fails once known
+            _, body = await call(client, f"{base}/scheduler/filter", probe)
+            return "dgx-h100-a" in body["FailedNodes"]
+
+        await wait_until(listed, "the NodeResourceTopology list")
+        answers = [await filtered(f"burst-{i}") for i in range(3)]
+        assert [a["NodeNames"] for a in answers] == [["dgx-h100-a"], ["dgx-h100-a"], []]
+        assert answers[2]["FailedNodes"] == {"dgx-h100-a": "2 GPUs asked, 0 free on the whole node"}
+        api.pods.pods["uid-burst-0"]["status"]["reason"] = "TopologyAffinityError"
+        api.pods.set_phase("uid-burst-0", "Failed")
+
+        async def counted() -> bool:
+            async with client.get(f"http://127.0.0.1:{server.metrics_port}/metrics") as resp:
+                text = await resp.text()
+            return 'topoplace_webhook_scheduler_predictions_total{outcome="refused"} 1.0' in text
+
+        await wait_until(counted, "the refusal counted")
+        assert (await filtered("after"))["NodeNames"] == ["dgx-h100-a"]  # its share freed
