@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policies", type=Path, required=True, metavar="DIR", help="directory of policy *.yaml"
     )
     parser.add_argument(
+        "-n",
         "--namespace",
         metavar="NS",
         help="namespace for objects without metadata.namespace (default: default)",
