@@ -32,10 +32,12 @@ from pathlib import Path
 from tests.docs.markdown import REPO, Block, fenced_blocks, missing_lines
 
 __all__ = [
-    "OFFLINE",
     "CLUSTER",
     "MANUAL",
+    "NEEDS_CLUSTER",
+    "OFFLINE",
     "PageBlock",
+    "check",
     "page_blocks",
     "pages",
     "repository_copy",

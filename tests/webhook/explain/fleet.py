@@ -6,8 +6,9 @@ and dataset cache, read by the agent's own discovery; allocatable as a kubelet w
 NVIDIA and RDMA device plugins reports it. Where a spec says which NICs the RDMA device
 plugin's resource holds (`rdma_resource`), the node also carries the agent's
 `topoplace.io/topology` annotation with that PodResources answer, which GPU↔NIC pairs are
-judged from (docs/policies.md, "What each path guarantees"). `docs/examples/nodes.yaml` is this fleet written
-out (tests/docs/test_troubleshooting_doc.py keeps the two equal); regenerate it with
+judged from (docs/policies.md, "What each path guarantees"). `docs/examples/nodes.yaml` is
+this fleet written out (tests/docs/test_troubleshooting_doc.py keeps the two equal); regenerate
+it with
 `python -m tests.webhook.explain.fleet > docs/examples/nodes.yaml`.
 """
 
