@@ -53,11 +53,21 @@ class NodeSpec:
 _FULL = "restricted"
 FLEET: tuple[NodeSpec, ...] = (
     NodeSpec(
-        "dgx-h100-a", "dgx-h100", 224, 2000, _FULL, {"imagenet": "2024-06"},
+        "dgx-h100-a",
+        "dgx-h100",
+        224,
+        2000,
+        _FULL,
+        {"imagenet": "2024-06"},
         rdma_resource="compute",
     ),
     NodeSpec(
-        "dgx-h100-b", "dgx-h100", 224, 2000, _FULL, {"imagenet": "2023-11"},
+        "dgx-h100-b",
+        "dgx-h100",
+        224,
+        2000,
+        _FULL,
+        {"imagenet": "2023-11"},
         rdma_resource="all",
     ),
     NodeSpec("hgx-h100-a", "hgx-h100", 192, 1800, "single-numa-node"),

@@ -178,9 +178,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if explanation.fitting else EXIT_NONE_FITS
 
 
-def _read_live(
-    kubeconfig: Path | None, ref: tuple[str, str], namespace: str | None
-) -> LiveObject:
+def _read_live(kubeconfig: Path | None, ref: tuple[str, str], namespace: str | None) -> LiveObject:
     import asyncio
 
     from webhook.cli.explain.live import read_live
