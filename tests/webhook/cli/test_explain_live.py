@@ -172,4 +172,5 @@ async def test_a_live_object_needs_a_cluster(tmp_path: Path) -> None:
     code, _, err = await run(
         webhook_main, "explain", "--policies", str(POLICIES), "--nodes", nodes, "pod/x"
     )
-    assert (code, err) == (2, "error: pod/x is read from a cluster: give --kubeconfig, not --nodes\n")
+    message = "error: pod/x is read from a cluster: give --kubeconfig, not --nodes\n"
+    assert (code, err) == (2, message)
