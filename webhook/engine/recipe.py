@@ -26,7 +26,7 @@ from webhook.engine.datasets import add_datasets
 from webhook.engine.dra import claimed_workers, plan_dra, rewrite
 from webhook.engine.env import add_env
 from webhook.engine.launcher import bind_numa
-from webhook.engine.mutation import EngineSettings, Mutation
+from webhook.engine.mutation import EngineSettings, Mutation, grouped_warnings
 from webhook.engine.patch import clone, json_diff
 from webhook.engine.pod_shape import check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
@@ -75,8 +75,9 @@ def mutate(
     applied = f"{name}@{policies.hash_of(name)}"
     check_spec(pod.get("spec"))
     new = _working_copy(pod)
-    warnings: list[str] = []
-    denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, warnings)
+    found: list[str] = []
+    denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, found)
+    warnings = grouped_warnings(found)
     lone = lone_pod_warning(pod, policy)
     if lone is not None:
         warnings.append(lone)

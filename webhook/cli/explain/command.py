@@ -168,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
         )
     if explanation.denial:
         print(f"error: denied: {explanation.denial}", file=sys.stderr)
+        if args.output == "table":  # once: the same reason on every node says nothing more
+            print(f"0 of {len(nodes)} nodes: the webhook denies this pod (above)")
+            return EXIT_NONE_FITS
     from webhook.cli.explain.workload import render_with_domains
 
     sys.stdout.write(render_with_domains(args, explanation, nodes, zones.get))
