@@ -1,4 +1,5 @@
-"""Every mutation of DESIGN.md "Webhook behaviour", one behaviour per test."""
+"""Every mutation of the webhook semantics (docs/architecture.md, "Public contracts"), one
+behaviour per test."""
 
 from __future__ import annotations
 
