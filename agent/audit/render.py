@@ -4,7 +4,8 @@ then the reasons, as nvidia-smi prints its legend) and the JSON document.
 JSON (a contract: docs/architecture.md, "Public contracts"): `{"containers": [...],
 "counts": {verdict: n}, "kubelet": {...}}`; each container has `namespace`, `pod`,
 `container`, `verdict`, `reason`, `problems` (every failed check), `gpus`, `nics`, `cpus`,
-`gpuNumaNodes`, `cpuNumaNodes`, `memoryNumaNodes` and `gpuNicLinks` (`[{gpu, nic, link}]`, link null when unknown).
+`gpuNumaNodes`, `cpuNumaNodes`, `memoryNumaNodes` and `gpuNicLinks` (`[{gpu, nic, link}]`, link
+null when unknown).
 """
 
 from __future__ import annotations
