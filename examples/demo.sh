@@ -23,6 +23,7 @@ grouped() { sed 's/^warning: //' "$1" | sort | uniq -c | sort -rn | sed 's/^ *\(
 step "1/6 Check the example policies (policies/*.yaml)" \
     "Shows: topoplace-webhook validate reads every PlacementPolicy and says what each gives a worker." \
     "Why: a platform engineer edits these files; a mistake is refused here, not at admission."
+echo "  \$ topoplace-webhook validate policies/"
 topoplace-webhook validate policies/ > "${OUT}/validate.txt" 2>&1
 policies_ok=$(tail -n 1 "${OUT}/validate.txt")
 echo "  ${policies_ok}"
@@ -31,6 +32,7 @@ echo "  $(grep -c '^note:' "${OUT}/validate.txt") notes (per GPU count: the CPUs
 step "2/6 Mutate example workloads, offline, as the webhook would at admission" \
     "Shows: one label (topoplace.io/policy) turns a plain training pod into a placed one." \
     "Why: node affinity on the agent's labels, Guaranteed resources the kubelet can align, the dataset prefetched, torchrun bound to its NUMA node."
+echo "  \$ topoplace-webhook mutate --policies policies/ examples/pods/FILE -n ml-team --output diff"
 mutated=0
 warnings=0
 for pod in examples/pods/*.yaml; do
@@ -81,6 +83,8 @@ echo "  (the GPU×NIC link matrix and every NIC → ${OUT}/discover-dgx-h100.txt
 step "5/6 Why is my pod Pending? explain, node by node, on an example fleet" \
     "Shows: an 8-GPU DDP rank under ddp-hgx-full-node against twelve nodes (docs/examples/nodes.yaml); PAIRS: does each GPU get the NIC under its own switch." \
     "Why: the first failing check per node, in topology words, and whether the policy's GPU↔NIC promise holds where it fits."
+echo "  \$ topoplace-webhook explain --policies policies/ --nodes docs/examples/nodes.yaml docs/examples/ddp-8gpu.yaml"
+echo
 topoplace-webhook explain --policies policies/ --nodes docs/examples/nodes.yaml \
     docs/examples/ddp-8gpu.yaml > "${OUT}/explain-ddp-8gpu.txt"
 topoplace-webhook explain --policies policies/ --nodes docs/examples/nodes.yaml \
