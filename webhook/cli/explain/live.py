@@ -51,7 +51,10 @@ def live_ref(text: str) -> tuple[str, str] | None:
     match = _REF.match(text)
     if match is None or Path(text).exists():
         return None
-    return match.group(1).lower(), match.group(2)
+    kind, name = match.group(1).lower(), match.group(2)
+    if kind not in KINDS and name.endswith((".yaml", ".yml", ".json")):
+        return None  # a file that is not there: reading it says so
+    return kind, name
 
 
 async def read_live(kubeconfig: Path | None, kind: str, name: str, namespace: str) -> LiveObject:
