@@ -21,6 +21,9 @@ from webhook.engine.mutation import add_engine_arguments, settings_from_args
 
 if TYPE_CHECKING:
     from webhook.cli.explain.live import LiveObject
+    from webhook.explain.verdict import Explanation
+    from webhook.topology.filters.nodes import NodeView
+    from webhook.topology.zones import NodeZones
 
 __all__ = ["add_arguments", "run"]
 
@@ -157,6 +160,18 @@ def run(args: argparse.Namespace) -> int:
         )
     except InvalidPod as exc:
         return _fail(f"{label}: {exc}")
+    return _report(args, explanation, nodes, zones, live, label)
+
+
+def _report(
+    args: argparse.Namespace,
+    explanation: Explanation,
+    nodes: list[NodeView],
+    zones: dict[str, NodeZones],
+    live: LiveObject | None,
+    label: str,
+) -> int:
+    """Print the explanation (and a live object's events); the exit status."""
     for warning in explanation.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     unsized = [n.name for n in nodes if not n.resources_known]
