@@ -6,22 +6,27 @@ PIP    := $(PY) -m pip
 
 .PHONY: demo test test-slow lint bench image clean e2e-bin cluster cluster-down e2e e2e-podgroups bench-e2e bench-scale bench-churn chart
 
+# pip's own output (and the build backend's notices) go to .venv/pip.log, shown only on failure.
+PIP_QUIET = > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log >&2; exit 1; }
+
 $(VENV)/.stamp-runtime: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e .
-	touch $@
+	@echo "setting up $(VENV) (pip's log: $(VENV)/pip.log)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --quiet --upgrade pip $(PIP_QUIET)
+	@$(PIP) install --quiet -e . $(PIP_QUIET)
+	@touch $@
 
 $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-runtime
-	$(PIP) install --quiet -e '.[test]'
-	touch $@
+	@echo "adding the test tools to $(VENV)"
+	@$(PIP) install --quiet -e '.[test]' $(PIP_QUIET)
+	@touch $@
 
 $(VENV)/.stamp-bench: pyproject.toml $(VENV)/.stamp-test
-	$(PIP) install --quiet -e '.[test,bench]'
-	touch $@
+	@$(PIP) install --quiet -e '.[test,bench]' $(PIP_QUIET)
+	@touch $@
 
 demo: $(VENV)/.stamp-runtime
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
@@ -108,4 +113,4 @@ image:
 	fi
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info .e2e
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info .e2e demo-out

@@ -1,12 +1,12 @@
 """The audit's two views: a table in `nvidia-smi topo -m` style (one row per GPU container,
 then the reasons, as nvidia-smi prints its legend) and the JSON document.
 
-JSON (contract, DESIGN "Output contracts"): `{"containers": [...], "counts": {verdict: n},
-"kubelet": {...}}`; each container has `namespace`, `pod`, `container`, `verdict`, `reason`,
-`problems` (every failed check), `gpus`, `nics`, `cpus`, `gpuNumaNodes`, `cpuNumaNodes`,
-`memoryNumaNodes` and `gpuNicLinks` (`[{gpu, nic, link}]`, link null when unknown).
-With the measured locality (agent.audit.probe): `"locality": {"threshold", "counts",
-"pods": [{namespace, pod, verdict, reason, gpuNumaNodes, memoryShare, cpuShare,
+JSON (a contract: docs/architecture.md, "Public contracts"): `{"containers": [...],
+"counts": {verdict: n}, "kubelet": {...}}`; each container has `namespace`, `pod`,
+`container`, `verdict`, `reason`, `problems` (every failed check), `gpus`, `nics`, `cpus`,
+`gpuNumaNodes`, `cpuNumaNodes`, `memoryNumaNodes` and `gpuNicLinks` (`[{gpu, nic, link}]`, link
+null when unknown). With the measured locality (agent.audit.probe): `"locality": {"threshold",
+"counts", "pods": [{namespace, pod, verdict, reason, gpuNumaNodes, memoryShare, cpuShare,
 memoryBytesByNumaNode, source}]}`; shares are null when not measured.
 """
 

@@ -33,6 +33,7 @@ __all__ = ["RemoteFile", "Source", "list_source", "open_source"]
 log = logging.getLogger(__name__)
 
 _HEX_MD5 = re.compile(r"[0-9a-f]{32}")
+_SCHEMES = ("s3", "s3a", "gs", "gcs", "http", "https", "file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,11 @@ def open_source(
 ) -> Source:
     """`s3_engine`: "obstore" (s3_obstore.py, the default where installed) or "s3fs"."""
     protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if protocol not in _SCHEMES:  # fsspec knows ftp://, sftp://…: refused by name, not dialled
+        raise SourceInvalid(
+            f"{url}: unsupported scheme {protocol}://; a dataset source is s3://, gs://, "
+            "http(s):// or file://"
+        )
     options: dict[str, Any] = {"skip_instance_cache": True}
     if protocol in ("s3", "s3a"):
         endpoint = (

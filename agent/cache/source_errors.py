@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ __all__ = [
     "SourceUnreachable",
     "as_source_error",
     "classify_remote",
+    "missing_credential",
 ]
 
 log = logging.getLogger(__name__)
@@ -151,12 +153,47 @@ class RetryPolicy:
         raise ValueError("RetryPolicy.attempts must be at least 1")
 
 
+# Where each store's client looks for credentials, as environment variables (a policy's
+# dataset `sourceSecret` is the prefetch container's envFrom); any one of them may suffice.
+_CREDENTIALS = {
+    "s3": ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+           "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
+    "gs": ("GOOGLE_APPLICATION_CREDENTIALS",),
+}  # fmt: skip
+_DETAIL_CHARS = 200
+
+
+def missing_credential(url: str) -> str | None:
+    """What credential the environment lacks for this source; None when it has one (or the
+    source needs none we know of). Instance roles (EC2, GKE metadata) are not seen here."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
+    names = _CREDENTIALS.get({"s3a": "s3", "gcs": "gs"}.get(scheme, scheme))
+    if names is None or any(os.environ.get(name) for name in names):
+        return None
+    if names[0] == "AWS_ACCESS_KEY_ID":
+        return "no credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are unset"
+    return f"no credentials: {names[0]} is unset"
+
+
+def _first_line(exc: Exception) -> str:
+    """The client library's message, one line: some put a multi-line debug dump after it."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"
+
+
 def as_source_error(exc: Exception, url: str, attempts: int) -> SourceError:
     kind = classify_remote(exc)
-    detail = f"{type(exc).__name__}: {exc}"
+    detail = _first_line(exc)
     if kind == "not_found":
         return SourceNotFound(f"{url}: no such bucket, prefix or object ({detail})")
     if kind == "denied":
+        missing = missing_credential(url)
+        if missing is not None:
+            return SourceAccessDenied(
+                f"{url}: permission denied, {missing} (give the dataset a sourceSecret, "
+                f"docs/policies.md)"
+            )
         return SourceAccessDenied(f"{url}: permission denied ({detail}); check the credentials")
     if kind == "transient":
         return SourceUnreachable(f"{url}: unreachable after {attempts} attempts ({detail})")

@@ -6,7 +6,8 @@ Conventions the pages follow (so the tests can keep them honest):
 - a ```text block right after a ```sh block with one such command is that command's output:
   every line must appear, in order, in the real output; a line `…` stands for lines left out,
   `<hash>` for a 12-digit hex hash; a block without `…` must be the whole output;
-- an HTML comment on the line before a fence (`<!-- key: value -->`) tags the block.
+- an HTML comment on the line before a fence (`<!-- key: value -->`) tags the block; several
+  such lines in a row give it several tags (shell_blocks.py reads `docs-test`, `exit`, `file`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 REPO = Path(__file__).resolve().parents[2]
-_FENCE = re.compile(r"^```(\S*)\s*$")
+_FENCE = re.compile(r"^( {0,3})```(\S*)\s*$")  # indented: inside a list item
 _MARKER = re.compile(r"^<!--\s*([\w-]+):\s*(.*?)\s*-->$")
 _TESTED = re.compile(r"^(topoplace-webhook (validate|mutate|schema)|topoplace-agent discover)\b")
 _CLI_MODULE = {"topoplace-webhook": "webhook", "topoplace-agent": "agent"}
@@ -45,7 +46,11 @@ class Block:
     lang: str
     text: str
     line: int
-    tag: tuple[str, str] | None = None
+    tag: tuple[str, str] | None = None  # the nearest one
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def tagged(self, key: str) -> str | None:
+        return next((value for k, value in self.tags if k == key), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +78,22 @@ def fenced_blocks(page: Path) -> list[Block]:
         if opening is None:
             index += 1
             continue
+        indent = len(opening.group(1))
         end = index + 1
-        while end < len(lines) and lines[end] != "```":
+        while end < len(lines) and lines[end] != " " * indent + "```":
             end += 1
-        tag = _MARKER.match(lines[index - 1]) if index > 0 else None
+        tags: list[tuple[str, str]] = []
+        above = index - 1
+        while above >= 0 and (marker := _MARKER.match(lines[above].strip())):
+            tags.insert(0, (marker.group(1), marker.group(2)))
+            above -= 1
         blocks.append(
             Block(
-                lang=opening.group(1),
-                text="\n".join(lines[index + 1 : end]) + "\n",
+                lang=opening.group(2),
+                text="\n".join(ln[indent:] for ln in lines[index + 1 : end]) + "\n",
                 line=index + 1,
-                tag=(tag.group(1), tag.group(2)) if tag else None,
+                tag=tags[-1] if tags else None,
+                tags=tuple(tags),
             )
         )
         index = end + 1

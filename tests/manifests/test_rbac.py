@@ -33,8 +33,9 @@ CLAIMS = ("webhook/claims/", "webhook/cli/claim_templates.py")
 _WATCH_ARG = re.compile(r"\.(list_[a-z0-9_]+)\([^()]*?\bwatch=True")
 # common/kube/listwatch.py's loop, handed a list method uncalled: it lists and watches.
 _LIST_WATCH = re.compile(r"\bListWatch\(\s*[\w.]+\.(list_[a-z0-9_]+)\b(?!\()")
-# `explain --kubeconfig` reads the cluster with the user's credentials, never in a pod.
-USER_SIDE = ("webhook/cli/read_cluster.py",)
+# `explain --kubeconfig` (and `explain pod/NAME`) read the cluster with the user's
+# credentials, never in a pod.
+USER_SIDE = ("webhook/cli/read_cluster.py", "webhook/cli/explain/live.py")
 # Custom-object calls name their group and plural as arguments: the files allowed to make
 # them, and the one resource they address: the agent writes NodeResourceTopology objects, the
 # webhook's cache reads them.

@@ -48,7 +48,7 @@ _BACKOFF_CAP_S = 60.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namespace", required=True, help="namespace of the Secret")
+    parser.add_argument("-n", "--namespace", required=True, help="namespace of the Secret")
     parser.add_argument("--secret", required=True, help="Secret shared by all replicas")
     parser.add_argument("--service", required=True, help="Service name the API server calls")
     parser.add_argument(

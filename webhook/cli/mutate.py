@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policies", type=Path, required=True, metavar="DIR", help="directory of policy *.yaml"
     )
     parser.add_argument(
+        "-n",
         "--namespace",
         metavar="NS",
         help="namespace for objects without metadata.namespace (default: default)",
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     denials = [denial for result in results for denial in result.denials]
     if denials:
-        for denial in denials:
+        for denial in _once(denials):
             print(f"error: denied: {denial}", file=sys.stderr)
         return EXIT_DENIED
     if args.output == "templates":
@@ -92,6 +93,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(results, output=args.output))
     return 0
+
+
+def _once(denials: list[str]) -> list[str]:
+    """One line per reason: the templates of one workload are denied for the same one."""
+    where: dict[str, list[str]] = {}
+    for denial in denials:
+        place, sep, reason = denial.partition(": ")
+        where.setdefault(reason if sep else denial, []).append(place if sep else "")
+    lines = []
+    for reason, places in where.items():
+        more = f" and {len(places) - 1} more" if len(places) > 1 else ""
+        lines.append(f"{places[0]}{more}: {reason}" if places[0] else reason)
+    return lines
 
 
 def _templates(results: list[Any], policies: Any, namespace: str) -> str:

@@ -24,7 +24,7 @@ from webhook.topology.filters.nodes import NodeView, node_views, used_by_node
 from webhook.topology.requests import pod_requests
 from webhook.topology.zones import NodeZones, zones_of_documents
 
-__all__ = ["ClusterView", "read_cluster"]
+__all__ = ["ClusterView", "context_namespace", "default_kubeconfig", "read_cluster"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,11 @@ class ClusterView:
     pods: list[dict[str, Any]] = field(default_factory=list)  # placed on the nodes, as listed
 
 
-async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | None) -> ClusterView:
+async def read_cluster(
+    kubeconfig: Path | None, *, policies_configmap: str | None, leave_out: str | None = None
+) -> ClusterView:
+    """`leave_out`: the uid of a pod whose own requests its node does not count (the pod
+    being explained)."""
     from kubernetes_asyncio import client
 
     from common.kube_config import load_configuration
@@ -44,7 +48,7 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
 
     if kubeconfig is None and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         # Read $KUBECONFIG now: the client library reads it once, when first imported.
-        kubeconfig = _default_kubeconfig()
+        kubeconfig = default_kubeconfig()
     cfg = await load_configuration(kubeconfig)
     async with client.ApiClient(cfg) as api:
         core = client.CoreV1Api(api)
@@ -86,11 +90,13 @@ async def read_cluster(kubeconfig: Path | None, *, policies_configmap: str | Non
             )
             policies = _policies_from(doc.get("data") or {})
     usage = used_by_node(
-        (node, pod_requests(p.get("spec") or {})) for p in raw_pods if (node := placed_on(p))
+        (node, pod_requests(p.get("spec") or {}))
+        for p in raw_pods
+        if (node := placed_on(p)) and (p.get("metadata") or {}).get("uid") != leave_out
     )
     nodes = with_usage(node_views({**n, "kind": "Node"} for n in raw_nodes), usage)
     zones = zones_of_documents(raw_zones)
-    return ClusterView(nodes, policies, _context_namespace(kubeconfig), zones, raw_pods)
+    return ClusterView(nodes, policies, context_namespace(kubeconfig), zones, raw_pods)
 
 
 def _policies_from(data: dict[str, Any]) -> PolicySet:
@@ -102,17 +108,17 @@ def _policies_from(data: dict[str, Any]) -> PolicySet:
         return load_policy_dir(Path(tmp))
 
 
-def _default_kubeconfig() -> Path:
+def default_kubeconfig() -> Path:
     """kubectl's choice: the first file of $KUBECONFIG, else ~/.kube/config."""
     first = (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
     return Path(first or "~/.kube/config").expanduser()
 
 
-def _context_namespace(kubeconfig: Path | None) -> str | None:
+def context_namespace(kubeconfig: Path | None) -> str | None:
     """The current context's namespace, as kubectl would default it."""
     from common.yaml_input import CONFIG, YamlInputError, load_documents, read_text
 
-    path = kubeconfig or _default_kubeconfig()
+    path = kubeconfig or default_kubeconfig()
     try:
         docs = load_documents(read_text(path, bounds=CONFIG), source=str(path), bounds=CONFIG)
         doc = docs[0] if docs else {}

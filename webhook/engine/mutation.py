@@ -7,7 +7,8 @@ neither side imports the other's internals.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -22,6 +23,7 @@ __all__ = [
     "Mutation",
     "OnMissing",
     "add_engine_arguments",
+    "grouped_warnings",
     "settings_from_args",
 ]
 
@@ -125,3 +127,33 @@ class Mutation:
     allowed: bool = True
     denial: str | None = None
     policy: str | None = None
+
+
+_PER_CONTAINER = re.compile(r"^(worker container|container) (\S+): (.+)$")
+_NAMED = 3  # containers named in a grouped warning; the count says the rest
+
+
+def grouped_warnings(warnings: Sequence[str]) -> list[str]:
+    """The same per-container warning once, naming a few containers and counting them all: a
+    pod of 200 containers without resources gets one line, not 199. Order of first showing."""
+    names: dict[tuple[str, str], list[str]] = {}
+    out: list[str | tuple[str, str]] = []
+    for warning in warnings:
+        match = _PER_CONTAINER.match(warning)
+        if match is None:
+            out.append(warning)
+            continue
+        key = (match.group(1), match.group(3))
+        if key not in names:
+            names[key] = []
+            out.append(key)
+        names[key].append(match.group(2))
+    return [item if isinstance(item, str) else _group(*item, names[item]) for item in out]
+
+
+def _group(what: str, text: str, containers: list[str]) -> str:
+    if len(containers) == 1:
+        return f"{what} {containers[0]}: {text}"
+    shown = ", ".join(containers[:_NAMED])
+    more = f" and {len(containers) - _NAMED} more" if len(containers) > _NAMED else ""
+    return f"{len(containers)} {what}s ({shown}{more}): {text}"

@@ -27,7 +27,7 @@ from webhook.engine.datasets import add_datasets
 from webhook.engine.dra import claimed_workers, plan_dra, rewrite
 from webhook.engine.env import add_env
 from webhook.engine.launcher import bind_numa
-from webhook.engine.mutation import EngineSettings, Mutation
+from webhook.engine.mutation import EngineSettings, Mutation, grouped_warnings
 from webhook.engine.patch import clone, json_diff
 from webhook.engine.pod_shape import bounds_problem, check_spec, mapping
 from webhook.engine.resources import ResourcePlan, apply_resources
@@ -77,15 +77,16 @@ def mutate(
     check_spec(pod.get("spec"))
     beyond = bounds_problem(pod["spec"])
     new = _working_copy(pod)
-    warnings: list[str] = []
+    found: list[str] = []
     try:
         if beyond is not None:
             raise _OutOfBounds(beyond)
-        denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, warnings)
+        denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, found)
     except _OutOfBounds as exc:
         # Answered at once: past the bounds the cost would follow the pod's numbers.
         warning = f"{exc}; pod admitted unchanged (Topoplace's bounds: docs/policies.md)"
         return Mutation(pod=pod, warnings=[warning], policy=name)
+    warnings = grouped_warnings(found)
     lone = lone_pod_warning(pod, policy)
     if lone is not None:
         warnings.append(lone)

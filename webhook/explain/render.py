@@ -1,5 +1,5 @@
 """`explain` output: a table for people, JSON for scripts (shape documented in
-docs/troubleshooting.md and DESIGN.md "Output contracts of the inspection commands")."""
+docs/troubleshooting.md and docs/architecture.md, "Public contracts": outputs)."""
 
 from __future__ import annotations
 

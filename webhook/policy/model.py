@@ -1,4 +1,4 @@
-"""The PlacementPolicy file format (DESIGN.md "Policy files"), as strict pydantic v2 models.
+"""The PlacementPolicy file format (docs/policies.md), as strict pydantic v2 models.
 
 Every field is checked at load time so the engine can trust a policy completely: label
 keys/values the scheduler will see, quantities, env names and paths are all validated here.

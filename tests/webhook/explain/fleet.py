@@ -3,8 +3,12 @@
 Each node is what `kubectl get node -o yaml` shows once topoplace-agent has run on it: the
 sysfs tree of a machine class (tests/agent/discovery/machines.py), the node's kubelet config
 and dataset cache, read by the agent's own discovery; allocatable as a kubelet with the
-NVIDIA and RDMA device plugins reports it. `docs/examples/nodes.yaml` is this fleet written
-out (tests/docs/test_troubleshooting_doc.py keeps the two equal); regenerate it with
+NVIDIA and RDMA device plugins reports it. Where a spec says which NICs the RDMA device
+plugin's resource holds (`rdma_resource`), the node also carries the agent's
+`topoplace.io/topology` annotation with that PodResources answer, which GPU↔NIC pairs are
+judged from (docs/policies.md, "What each path guarantees"). `docs/examples/nodes.yaml` is
+this fleet written out (tests/docs/test_troubleshooting_doc.py keeps the two equal); regenerate
+it with
 `python -m tests.webhook.explain.fleet > docs/examples/nodes.yaml`.
 """
 
@@ -13,13 +17,15 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from agent.discovery.discover import DiscoveryOptions, discover
+from agent.discovery.labels import derive_labels, topology_annotations
+from agent.discovery.rdma_resources import compute_nics
 from common.cache_layout import marker_path
 from tests.agent.discovery.machines import build
 
@@ -39,12 +45,31 @@ class NodeSpec:
     datasets: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
     unschedulable: bool = False
+    # Which RDMA NICs rdma/ib holds, as the kubelet's PodResources tells the agent: "compute"
+    # (the GPUs' partner NICs only), "all" (storage NICs too); None: the agent could not ask.
+    rdma_resource: str | None = None
 
 
 _FULL = "restricted"
 FLEET: tuple[NodeSpec, ...] = (
-    NodeSpec("dgx-h100-a", "dgx-h100", 224, 2000, _FULL, {"imagenet": "2024-06"}),
-    NodeSpec("dgx-h100-b", "dgx-h100", 224, 2000, _FULL, {"imagenet": "2023-11"}),
+    NodeSpec(
+        "dgx-h100-a",
+        "dgx-h100",
+        224,
+        2000,
+        _FULL,
+        {"imagenet": "2024-06"},
+        rdma_resource="compute",
+    ),
+    NodeSpec(
+        "dgx-h100-b",
+        "dgx-h100",
+        224,
+        2000,
+        _FULL,
+        {"imagenet": "2023-11"},
+        rdma_resource="all",
+    ),
     NodeSpec("hgx-h100-a", "hgx-h100", 192, 1800, "single-numa-node"),
     NodeSpec("hgx-a800-a", "hgx-a800", 128, 1000, "best-effort"),
     NodeSpec("dgx-a100-a", "dgx-a100", 256, 1000, _FULL),
@@ -65,9 +90,10 @@ FLEET: tuple[NodeSpec, ...] = (
 )
 
 
-def _labels(spec: NodeSpec, scratch: Path) -> dict[str, str]:
+def _discovered(spec: NodeSpec, scratch: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The node's topoplace labels, and its annotations where the agent read PodResources."""
     if spec.machine is None:
-        return {}
+        return {}, {}
     root = scratch / "machines" / spec.machine
     if not root.exists():  # one sysfs tree per machine class: building one takes seconds
         build(spec.machine, root)
@@ -85,12 +111,24 @@ def _labels(spec: NodeSpec, scratch: Path) -> dict[str, str]:
     options = DiscoveryOptions(
         sysfs_root=root, dataset_root=cache, kubelet_config=kubelet, use_nvml=False
     )
-    return dict(discover(options).labels)
+    found = discover(options)
+    if spec.rdma_resource is None:
+        return dict(found.labels), {}
+    topo = found.topology
+    held = compute_nics(topo) if spec.rdma_resource == "compute" else {n.bdf for n in topo.nics}
+    topo = replace(topo, rdma_resources={RDMA: tuple(sorted(held))})
+    labels = {**found.labels, **derive_labels(topo)}
+    return dict(sorted(labels.items())), topology_annotations(topo)
 
 
-def node_object(spec: NodeSpec, topoplace_labels: dict[str, str]) -> dict[str, Any]:
+def node_object(
+    spec: NodeSpec, topoplace_labels: dict[str, str], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     gpus = int(topoplace_labels.get("topoplace.io/gpus", "0"))
     nics = int(topoplace_labels.get("topoplace.io/rdma-nics", "0"))
+    if annotations:  # the RDMA device plugin offers the NICs its resource holds
+        topo = json.loads(next(iter(annotations.values())))
+        nics = len(topo["rdmaResources"][0]["nics"])
     if spec.machine is None:  # an 8-GPU node the agent has not labelled yet
         gpus, nics = 8, 8
     allocatable = {
@@ -118,6 +156,8 @@ def node_object(spec: NodeSpec, topoplace_labels: dict[str, str]) -> dict[str, A
         "spec": {},
         "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
     }
+    if annotations:
+        node["metadata"]["annotations"] = dict(annotations)
     if spec.taints:
         node["spec"]["taints"] = [dict(t) for t in spec.taints]
     if spec.unschedulable:
@@ -127,7 +167,7 @@ def node_object(spec: NodeSpec, topoplace_labels: dict[str, str]) -> dict[str, A
 
 def fleet(specs: tuple[NodeSpec, ...] = FLEET) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="topoplace-fleet-") as tmp:
-        return [node_object(s, _labels(s, Path(tmp))) for s in specs]
+        return [node_object(s, *_discovered(s, Path(tmp))) for s in specs]
 
 
 def as_list(nodes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """`topoplace-webhook explain`: which nodes a pod fits, node by node, and why not.
 
 FILE holds a Pod or a workload with one pod template (pick one with --template when it has
-several). The pod is mutated exactly as the webhook would mutate it, then checked against
-every node the way kube-scheduler's filters check it: required node affinity (the policy's
-terms and the pod's own, ORed), nodeSelector, cordon, taints against tolerations, and
-allocatable against requests (minus what bound pods already request, with --kubeconfig).
+several); `pod/NAME`, `job/NAME` (and the other workload kinds) read the object from the
+cluster instead, and print its events after the table (live.py). The pod is mutated exactly
+as the webhook would mutate it, then checked against every node the way kube-scheduler's
+filters check it: required node affinity (the policy's terms and the pod's own, ORed),
+nodeSelector, cordon, taints against tolerations, and allocatable against requests (minus
+what bound pods already request, with --kubeconfig).
 Exit 0 when some node fits, 1 when none does, 2 on bad input.
 """
 
@@ -13,8 +15,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from webhook.engine.mutation import add_engine_arguments, settings_from_args
+
+if TYPE_CHECKING:
+    from webhook.cli.explain.live import LiveObject
+    from webhook.explain.verdict import Explanation
+    from webhook.topology.filters.nodes import NodeView
+    from webhook.topology.zones import NodeZones
 
 __all__ = ["add_arguments", "run"]
 
@@ -30,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, cluster_default: bool = Fa
 
     parser.add_argument(
         "file",
-        metavar="FILE",
-        help=f"YAML with a Pod or a workload; - for stdin ({describe(LISTING)})",
+        metavar="FILE|KIND/NAME",
+        help=f"YAML with a Pod or a workload; - for stdin ({describe(LISTING)}); or pod/NAME, "
+        "job/NAME, jobset/NAME… in the cluster (in -n NS)",
     )
     parser.add_argument(
         "--policies",
@@ -95,19 +105,33 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if isinstance(settings, str):
         return _fail(settings)
+    from webhook.cli.explain.live import live_ref
+
+    ref = live_ref(args.file)
     use_cluster = args.kubeconfig is not None or (args.nodes is None and args.cluster_default)
+    if ref is not None and not use_cluster:
+        return _fail(f"{args.file} is read from a cluster: give --kubeconfig, not --nodes")
     if not use_cluster and args.policies is None:
         return _fail("--policies DIR is needed with --nodes (only a cluster serves its own)")
+    live = None
     try:
-        pod, label, doc_ns = _pod(args, load_documents)
+        kubeconfig = None if args.kubeconfig in (None, _CURRENT) else args.kubeconfig
+        if ref is not None:
+            live = _read_live(kubeconfig, ref, args.namespace)
+        pod, label, doc_ns = _pod(args, load_documents, live.doc if live else None)
         policies = load_policy_dir(args.policies) if args.policies is not None else None
         context_ns = None
         if use_cluster:
             from webhook.cli.read_cluster import read_cluster
 
-            kubeconfig = None if args.kubeconfig in (None, _CURRENT) else args.kubeconfig
             configmap = DEFAULT_CONFIGMAP if policies is None else None
-            view = asyncio.run(read_cluster(kubeconfig, policies_configmap=configmap))
+            view = asyncio.run(
+                read_cluster(
+                    kubeconfig,
+                    policies_configmap=configmap,
+                    leave_out=live.uid if live is not None else None,
+                )
+            )
             nodes, context_ns, zones = view.nodes, view.namespace, view.zones
             policies = policies or view.policies
         else:
@@ -126,7 +150,12 @@ def run(args: argparse.Namespace) -> int:
     except PolicyLoadError as exc:
         return _fail("; ".join(exc.messages))
     except ApiError as exc:
+        if exc.status == 404 and ref is not None and live is None:
+            where = args.namespace or _namespace_of(kubeconfig)
+            return _fail(f"{args.file} not found in namespace {where}")
         return _fail(f"the API server answered {exc}")
+    except ValueError as exc:  # an unknown kind in KIND/NAME
+        return _fail(str(exc))
     assert policies is not None
     namespace = doc_ns or args.namespace or context_ns or "default"
     try:
@@ -135,6 +164,18 @@ def run(args: argparse.Namespace) -> int:
         )
     except InvalidPod as exc:
         return _fail(f"{label}: {exc}")
+    return _report(args, explanation, nodes, zones, live, label)
+
+
+def _report(
+    args: argparse.Namespace,
+    explanation: Explanation,
+    nodes: list[NodeView],
+    zones: dict[str, NodeZones],
+    live: LiveObject | None,
+    label: str,
+) -> int:
+    """Print the explanation (and a live object's events); the exit status."""
     for warning in explanation.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     unsized = [n.name for n in nodes if not n.resources_known]
@@ -146,23 +187,54 @@ def run(args: argparse.Namespace) -> int:
         )
     if explanation.denial:
         print(f"error: denied: {explanation.denial}", file=sys.stderr)
+        if args.output == "table":  # once: the same reason on every node says nothing more
+            print(f"0 of {len(nodes)} nodes: the webhook denies this pod (above)")
+            return EXIT_NONE_FITS
     from webhook.cli.explain.workload import render_with_domains
 
     sys.stdout.write(render_with_domains(args, explanation, nodes, zones.get))
+    if live is not None and args.output == "table":
+        from webhook.cli.explain.live import render_events
+
+        sys.stdout.write("\n" + render_events(live, label))
     return 0 if explanation.fitting else EXIT_NONE_FITS
+
+
+def _read_live(kubeconfig: Path | None, ref: tuple[str, str], namespace: str | None) -> LiveObject:
+    import asyncio
+
+    from webhook.cli.explain.live import read_live
+    from webhook.cli.read_cluster import default_kubeconfig
+
+    path = kubeconfig or default_kubeconfig()
+    ns = namespace or _namespace_of(path)
+    return asyncio.run(read_live(path, ref[0], ref[1], ns))
+
+
+def _namespace_of(kubeconfig: Path | None) -> str:
+    """The kubeconfig context's namespace, else default (as kubectl chooses)."""
+    from webhook.cli.read_cluster import context_namespace
+
+    return context_namespace(kubeconfig) or "default"
 
 
 class _BadInput(ValueError):
     pass
 
 
-def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, str | None]:
+def _pod(
+    args: argparse.Namespace, load_documents: object, live: dict | None = None
+) -> tuple[dict, str, str | None]:
     """The one pod (template) to explain, its label for the output, and its namespace."""
     from common.yaml_input import LISTING, read_text
     from webhook.workloads.templates import pod_templates
 
     source = "<stdin>" if args.file == "-" else args.file
-    docs = load_documents(read_text(args.file, bounds=LISTING), source=source)  # type: ignore[operator]
+    if live is not None:
+        docs = [live]
+    else:
+        text = read_text(args.file, bounds=LISTING)
+        docs = load_documents(text, source=source)  # type: ignore[operator]
     found = []
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
