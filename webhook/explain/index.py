@@ -97,9 +97,9 @@ class NodeIndex:
             if not self._alloc[resource]:
                 del self._alloc[resource]
         put(self._taints, view.taints, bit)
-        key = topology_key(view)
-        if key is not None:
-            put(self._aligning, key, bit)
+        aligning = topology_key(view)
+        if aligning is not None:
+            put(self._aligning, aligning, bit)
         put(self._pairing, pairs_key(view.labels, view.pairing), bit)
         if add:
             self.all |= bit
@@ -294,8 +294,8 @@ class NodeIndex:
             return self._absent(check, failing)
         if check.kind == "resource":
             amounts = self._alloc.get(check.resource, {})
-            found = sorted(a for a, m in amounts.items() if m & failing)
-            shown = [str(a) for a in found]
+            held = sorted(a for a, m in amounts.items() if m & failing)
+            shown = [str(a) for a in held]
             if failing & ~bit_or(amounts.values()):
                 shown.insert(0, "0")
             return tuple(shown)

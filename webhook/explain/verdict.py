@@ -331,7 +331,7 @@ def _with_remote(verdict: NodeVerdict, zones: NodeZones | None, weight: int) -> 
 
 
 def _pod_label(pod: Mapping[str, Any]) -> str:
-    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    metadata = _v if isinstance(_v := pod.get("metadata"), Mapping) else {}
     return f"Pod/{metadata.get('name') or metadata.get('generateName') or '?'}"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 from pathlib import Path
 
 from webhook.engine.mutation import add_engine_arguments, settings_from_args
@@ -156,7 +157,7 @@ class _BadInput(ValueError):
     pass
 
 
-def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, str | None]:
+def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict[str, Any], str, str | None]:
     """The one pod (template) to explain, its label for the output, and its namespace."""
     from common.yaml_input import LISTING, read_text
     from webhook.workloads.templates import pod_templates
@@ -167,7 +168,7 @@ def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, s
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
             raise _BadInput(f"{source}: a document is not a Kubernetes object (no kind)")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta = _v if isinstance(_v := doc.get("metadata"), dict) else {}
         name = meta.get("name") or meta.get("generateName") or "?"
         for template in pod_templates(doc):
             where = f" {template.where}" if template.where else ""
@@ -184,14 +185,14 @@ def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict, str, s
     return _with_workload_label(doc, template.pod), label, namespace
 
 
-def _with_workload_label(doc: dict, pod: dict) -> dict:
+def _with_workload_label(doc: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     """The template as the webhook mutates it: the workload's policy label copied in."""
     from webhook.vocabulary import POLICY_LABEL
     from webhook.workloads.mutation import inherits_label
 
     labels = (doc.get("metadata") or {}).get("labels") or {}
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    own = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta = _v if isinstance(_v := pod.get("metadata"), dict) else {}
+    own = _v if isinstance(_v := meta.get("labels"), dict) else {}
     if not inherits_label(doc.get("kind")) or POLICY_LABEL not in labels or POLICY_LABEL in own:
         return pod
     return {**pod, "metadata": {**meta, "labels": {**own, POLICY_LABEL: labels[POLICY_LABEL]}}}
