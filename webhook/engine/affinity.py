@@ -16,11 +16,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from common.kubelet_contract import TOPOLOGY_MANAGER_POLICIES
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook.engine.patch import clone
 from webhook.policy.model import (
     REFUSING_TOPOLOGY_POLICIES,
-    TOPOLOGY_MANAGER_POLICIES,
     Dataset,
     Placement,
 )

@@ -78,7 +78,8 @@ class NodeIndex:
         if slot is None:
             return False
         view = self._views[slot]
-        assert view is not None
+        if view is None:
+            raise KeyError(f"node {name}: slot {slot} holds no view")
         self._index(view, 1 << slot, add=False)
         self._views[slot] = None
         self._free.append(slot)
@@ -145,7 +146,8 @@ class NodeIndex:
             having = self._keys.get(req.key, 0)
             return having if op == "Exists" else self.all & ~having
         wanted = req.number
-        assert wanted is not None
+        if wanted is None:
+            raise ValueError(f"requirement {req.key} {op} without a number")
         return bit_or(
             mask
             for value, mask in values.items()
@@ -183,7 +185,8 @@ class NodeIndex:
         if kind == "agent":
             return self._agent
         if kind == "policy":
-            assert check.requirement is not None
+            if check.requirement is None:
+                raise ValueError(f"policy check {check.group!r} without its requirement")
             return self.requirement(check.requirement)
         if kind in ("affinity", "shape"):
             return bit_or(self.term(t) for t in check.terms)

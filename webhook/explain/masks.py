@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.explain.checks import Check
 

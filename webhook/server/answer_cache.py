@@ -54,7 +54,8 @@ def _shape(annotations: object) -> tuple[object, ...]:
         return (_MISSING,)
     if annotations is None:
         return (_NULL,)
-    assert isinstance(annotations, dict)
+    if not isinstance(annotations, dict):
+        raise TypeError(f"metadata.annotations is a {type(annotations).__name__}, not a map")
     return (_MAP, annotations.get(APPLIED_ANNOTATION), MIRROR_ANNOTATION in annotations)
 
 

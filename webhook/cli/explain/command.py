@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from webhook.engine.mutation import add_engine_arguments, settings_from_args
 
@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail("; ".join(exc.messages))
     except ApiError as exc:
         return _fail(f"the API server answered {exc}")
-    assert policies is not None
+    if policies is None:
+        return _fail("no placement policies were loaded")
     namespace = doc_ns or args.namespace or context_ns or "default"
     try:
         explanation = explain_pod(
@@ -157,7 +158,9 @@ class _BadInput(ValueError):
     pass
 
 
-def _pod(args: argparse.Namespace, load_documents: object) -> tuple[dict[str, Any], str, str | None]:
+def _pod(
+    args: argparse.Namespace, load_documents: object
+) -> tuple[dict[str, Any], str, str | None]:
     """The one pod (template) to explain, its label for the output, and its namespace."""
     from common.yaml_input import LISTING, read_text
     from webhook.workloads.templates import pod_templates
