@@ -25,6 +25,7 @@ demo: $(VENV)/.stamp-runtime
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: lint
 	$(PY) -m pytest -q

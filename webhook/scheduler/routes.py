@@ -24,8 +24,9 @@ __all__ = ["FILTER_PATH", "PRIORITIZE_PATH", "REMOTE_WEIGHT", "ZONES", "add_rout
 
 FILTER_PATH = "/scheduler/filter"
 PRIORITIZE_PATH = "/scheduler/prioritize"
-ZONES = web.AppKey("topoplace_zones", ZonesOf)
-REMOTE_WEIGHT = web.AppKey("topoplace_remote_weight", WeightOf)
+# Typed by annotation: AppKey's second argument takes a class, and these are Callable aliases.
+ZONES: web.AppKey[ZonesOf] = web.AppKey("topoplace_zones")
+REMOTE_WEIGHT: web.AppKey[WeightOf] = web.AppKey("topoplace_remote_weight")
 
 
 async def _args(request: web.Request) -> ExtenderArgs:
