@@ -138,7 +138,7 @@ def _direct_handler(
     while node is not None and node is not root:
         if node.handlers or node.filters or node.disabled or not node.propagate:
             return None
-        node = node.parent  # type: ignore[assignment]
+        node = node.parent
     if root.filters or len(root.handlers) != 1:
         return None
     handler = root.handlers[0]
