@@ -30,6 +30,7 @@ demo: $(VENV)/.stamp-runtime
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: lint
 	$(PY) -m pytest -q

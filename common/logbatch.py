@@ -122,10 +122,10 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 
 def _rendered(line: str | tuple[Render, Any]) -> str:
-    if type(line) is str:
+    if isinstance(line, str):
         return line
-    render, value = line  # type: ignore[misc]
+    render, value = line
     try:
-        return render(value)  # type: ignore[no-any-return]
+        return render(value)
     except Exception:  # never lose the line, nor the ones around it
         return repr(value)

@@ -108,7 +108,9 @@ class _TextFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        return self.default_msec_format % (self._clock(record.created), record.msecs)
+        # logging.Formatter sets it to "%s,%03d"; typeshed allows None for subclasses.
+        msec_format = self.default_msec_format or "%s,%03d"
+        return msec_format % (self._clock(record.created), record.msecs)
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = record.getMessage()
@@ -136,7 +138,7 @@ def _direct_handler(
     while node is not None and node is not root:
         if node.handlers or node.filters or node.disabled or not node.propagate:
             return None
-        node = node.parent  # type: ignore[assignment]
+        node = node.parent
     if root.filters or len(root.handlers) != 1:
         return None
     handler = root.handlers[0]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from common.logsetup import add_logging_arguments, configure_logging
 
-__all__ = ["Command", "make_main"]
+__all__ = ["Command", "Main", "make_main"]
 
 # subcommand name -> (module path, one-line help)
 Command = tuple[str, str]
@@ -50,9 +51,13 @@ def _build_parser(
     return parser
 
 
-def make_main(
-    prog: str, doc: str, commands: Mapping[str, Command]
-) -> Callable[[Sequence[str] | None], int]:
+class Main(Protocol):
+    """A command's entry point; no argv: sys.argv's."""
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int: ...
+
+
+def make_main(prog: str, doc: str, commands: Mapping[str, Command]) -> Main:
     def main(argv: Sequence[str] | None = None) -> int:
         argv = list(sys.argv[1:] if argv is None else argv)
         chosen = _chosen(argv, commands)

@@ -163,7 +163,8 @@ def check_bounds(text: str, *, source: str, bounds: YamlBounds) -> None:
 
 
 def _at(source: str, event: yaml.Event) -> str:
-    return f"{source}: line {event.start_mark.line + 1}"
+    mark = event.start_mark
+    return f"{source}: line {mark.line + 1}" if mark is not None else source
 
 
 def _alias_message(source: str, event: yaml.Event, aliases: int, bounds: YamlBounds) -> str:

@@ -29,10 +29,14 @@ import re
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.cache.durable import libc_call
 from agent.cache.source_errors import CHANGED, Cancelled, IntegrityError
+
+if TYPE_CHECKING:  # obstore is imported where used: a cold start that reads no s3:// skips it
+    from obstore import GetOptions
+    from obstore.store import ClientConfig
 
 __all__ = ["RANGED_MIN", "ObstoreS3", "available"]
 
@@ -83,7 +87,7 @@ class ObstoreS3:
     def __init__(self, bucket: str, *, endpoint: str | None, attempts: int = 5) -> None:
         from obstore.store import S3Store
 
-        options: dict[str, Any] = {"timeout": "60s", "connect_timeout": "10s"}
+        options: ClientConfig = {"timeout": "60s", "connect_timeout": "10s"}
         if endpoint and endpoint.startswith("http://"):
             options["allow_http"] = True
         # The store reads AWS_* from the environment (keys, region, session token, web
@@ -233,7 +237,7 @@ class ObstoreS3:
         import obstore
 
         etag = self._etags.get(rpath)
-        options = {"if_match": etag} if etag else None  # the version listed, or a 412
+        options: GetOptions | None = {"if_match": etag} if etag else None  # listed, or a 412
         resp = await obstore.get_async(self.store, self._key(rpath), options=options)
         writeback = size is not None and size >= RANGED_MIN
         offset = 0

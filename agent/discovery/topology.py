@@ -8,7 +8,7 @@ the annotation and the table are all derived from this and nothing else.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +145,11 @@ class Topology:
         }
 
 
+def _by_link(words: Sequence[str]) -> Callable[[int], tuple[int, int]]:
+    """The sort key of NIC indices by their link word to one GPU, best first."""
+    return lambda n: (link_rank(words[n]), n)
+
+
 def _place(device: PciDevice, single_node: int | None, close: int | None = None) -> Place:
     numa = device.numa_node if device.numa_node >= 0 else single_node
     if numa is None:
@@ -195,7 +200,9 @@ def build_topology(
                 index=len(gpus),
                 bdf=device.bdf,
                 device_id=device.device,
-                place=_place(device, single_node, _close_node(cpu, extra and extra.cpu_affinity)),
+                place=_place(
+                    device, single_node, _close_node(cpu, extra.cpu_affinity if extra else None)
+                ),
                 product=extra.name if extra else None,
                 uuid=extra.uuid if extra else None,
                 memory_bytes=extra.memory_bytes if extra else None,
@@ -205,8 +212,8 @@ def build_topology(
         )
     nic_list: list[Nic] = []
     for rdma in nics.rdma:
-        device = pci.devices.get(rdma.bdf)
-        if device is None:
+        function = pci.devices.get(rdma.bdf)
+        if function is None:
             log.warning(
                 "skipping RDMA device %s: its PCI function %s was not read", rdma.name, rdma.bdf
             )
@@ -216,7 +223,7 @@ def build_topology(
                 index=len(nic_list),
                 name=rdma.name,
                 bdf=rdma.bdf,
-                place=_place(device, single_node),
+                place=_place(function, single_node),
                 netdevs=rdma.netdevs,
                 ports=rdma.ports,
             )
@@ -225,7 +232,7 @@ def build_topology(
     pairable = [[n for n, word in enumerate(row) if word in PAIRABLE_LINKS] for row in links]
     # Best links first, so the pairing prefers a GPU's PIX NIC over a PXB one.
     for g, row in enumerate(pairable):
-        row.sort(key=lambda n, g=g: (link_rank(links[g][n]), n))
+        row.sort(key=_by_link(links[g]))
     return Topology(
         online_cpus=cpu.online,
         sockets=_sockets(cpu),

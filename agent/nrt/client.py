@@ -95,7 +95,8 @@ class TopologyApi:
         """Merge-patch: lists (zones, attributes) are replaced whole, which is what we mean."""
         await self._write(
             f"patch {PLURAL}/{name}",
-            self._objects.patch_cluster_custom_object(
+            # kubernetes-asyncio accepts _content_type; its hints omit it
+            self._objects.patch_cluster_custom_object(  # type: ignore[call-arg]
                 GROUP,
                 VERSION,
                 PLURAL,

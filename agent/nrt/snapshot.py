@@ -54,7 +54,7 @@ def read_body(sources: NodeSources, node: NodeRef) -> dict[str, Any]:
     """The object as it should be now; PodResourcesError when the kubelet cannot be asked."""
     allocatable = podresources.allocatable_resources(sources.pod_resources_socket)
     pods = podresources.list_pod_resources(sources.pod_resources_socket)
-    zones = compute_zones(numa_facts(sources.sysfs_root), allocatable, pods)
+    zones: Sequence[Zone] = compute_zones(numa_facts(sources.sysfs_root), allocatable, pods)
     if sources.rates is not None:
         counters, _ = node_counters(sources.sysfs_root)  # the audit logs what is unreadable
         zones = with_remote_access(zones, sources.rates.sample(counters))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -136,7 +136,7 @@ def _nvlinks(pynvml: ModuleType, handle: object) -> int:
     return count
 
 
-def _bits(words: object) -> frozenset[int]:
+def _bits(words: Iterable[int]) -> frozenset[int]:
     """The set bits of NVML's array of 64-bit words, word 0 first."""
     return frozenset(
         64 * i + bit for i, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1
@@ -146,7 +146,7 @@ def _bits(words: object) -> frozenset[int]:
 def _placement(pynvml: ModuleType, handle: object) -> dict[str, object]:
     """What NVML says of where the GPU sits; each answer on its own (a driver may know one)."""
     out: dict[str, object] = {}
-    calls = {
+    calls: dict[str, Callable[[], int | frozenset[int]]] = {
         "numa_node_id": lambda: int(pynvml.nvmlDeviceGetNumaNodeId(handle)),
         "cpu_affinity": lambda: _bits(pynvml.nvmlDeviceGetCpuAffinity(handle, _CPU_SET_WORDS)),
         "memory_affinity": lambda: _bits(pynvml.nvmlDeviceGetMemoryAffinity(
@@ -157,7 +157,7 @@ def _placement(pynvml: ModuleType, handle: object) -> dict[str, object]:
             value = call()
         except (pynvml.NVMLError, AttributeError):  # NOT_SUPPORTED, or an older pynvml
             continue
-        if not (name == "numa_node_id" and value < 0) and value != frozenset():
+        if not (isinstance(value, int) and value < 0) and value != frozenset():
             out[name] = value  # an empty mask or node -1 says nothing
     return out
 

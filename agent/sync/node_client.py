@@ -148,7 +148,8 @@ class NodeClient:
             else:
                 # Pass the content type: the client would otherwise guess JSON Patch from a list
                 # and strategic merge from a dict; merge-patch null-deletes exactly our keys.
-                node = await self._core.patch_node(
+                # (kubernetes-asyncio accepts _content_type; its hints omit it.)
+                node = await self._core.patch_node(  # type: ignore[call-arg]
                     name, body, _content_type=MERGE_PATCH, _request_timeout=_TIMEOUT
                 )
             return _state(node)

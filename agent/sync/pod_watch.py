@@ -191,5 +191,5 @@ async def _stopped(stop: asyncio.Event, work: Any) -> bool:
             task.cancel()
         await asyncio.gather(stopper, return_exceptions=True)
     if task.done() and not task.cancelled() and task.exception() is not None:
-        raise task.exception()  # type: ignore[misc]
+        raise task.exception()
     return stop.is_set()

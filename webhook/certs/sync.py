@@ -119,9 +119,10 @@ class CertSync:
             body = cb.secret_manifest(existing, fresh, name=s.secret, namespace=s.namespace)
             try:
                 if secret is None:
-                    await self._core.create_namespaced_secret(s.namespace, body)
+                    # kubernetes-asyncio serialises a plain dict body; its hints name only the model
+                    await self._core.create_namespaced_secret(s.namespace, body)  # type: ignore[arg-type]
                 else:  # carries the resourceVersion we read: a concurrent write gets 409
-                    await self._core.replace_namespaced_secret(s.secret, s.namespace, body)
+                    await self._core.replace_namespaced_secret(s.secret, s.namespace, body)  # type: ignore[arg-type]  # a dict body, as above
             except ApiException as exc:
                 if exc.status == 409:
                     log.info(
@@ -171,7 +172,8 @@ class CertSync:
         ops = ca_bundle_patch(plain, ca_bundle(material, now=self._clock()))
         if not ops:
             return 0
-        await self._admission.patch_mutating_webhook_configuration(
+        # kubernetes-asyncio accepts _content_type; its hints omit it
+        await self._admission.patch_mutating_webhook_configuration(  # type: ignore[call-arg]
             name, ops, _content_type="application/json-patch+json"
         )
         count = len(ops) // 2  # a test op + a set op per webhook

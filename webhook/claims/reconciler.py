@@ -158,7 +158,9 @@ class TemplateReconciler:
         try:
             await _raw(
                 self._resource.create_namespaced_resource_claim_template(
-                    meta["namespace"], body, _preload_content=False
+                    meta["namespace"],
+                    body,  # type: ignore[arg-type]  # a plain dict is serialised as is; stubs name the model
+                    _preload_content=False,
                 )
             )
         except ApiException as exc:

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from common.kubelet_contract import TOPOLOGY_MANAGER_POLICIES
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook import jsonio
 from webhook.engine.patch import clone
 from webhook.policy.model import (
     REFUSING_TOPOLOGY_POLICIES,
-    TOPOLOGY_MANAGER_POLICIES,
     Dataset,
     Placement,
 )

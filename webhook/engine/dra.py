@@ -136,7 +136,8 @@ def _no_template(
     policy: PlacementPolicy, gpus: int, namespace: str, templates: TemplateLookup | None
 ) -> str | None:
     dra = policy.spec.dra
-    assert dra is not None
+    if dra is None:
+        raise ValueError(f"policy {policy.metadata.name} has no spec.dra to find a template for")
     if gpus not in dra.gpu_counts:
         counts = ", ".join(map(str, sorted(dra.gpu_counts)))
         return f"{gpus} GPUs is not among the policy's DRA gpuCounts ({counts})"

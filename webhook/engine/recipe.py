@@ -142,13 +142,13 @@ def _apply(
     skip = {id(c) for c in injected}
     for container in all_containers(spec):
         if id(container) not in skip:
-            worker = id(container) in worker_ids
+            is_worker = id(container) in worker_ids
             gpus = dra.gpus.get(id(container))
             claimed = gpus is not None or dra.own_claims
             apply_resources(
                 container,
                 claimed_plan if claimed else plan,
-                worker=worker,
+                worker=is_worker,
                 warnings=warnings,
                 gpus=gpus,
             )

@@ -94,9 +94,9 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     `policy` is the policy the webhook applied, or None: its required expressions are
     recomputed from the policy, so each can be named in the policy's words.
     """
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    spec = _v if isinstance(_v := pod.get("spec"), dict) else {}
     gpu_resource = policy.spec.gpu_resource if policy is not None else "nvidia.com/gpu"
-    gpus = pod_gpus(spec, gpu_resource)  # type: ignore[arg-type]
+    gpus = pod_gpus(spec, gpu_resource)
     tolerations = parse_tolerations(spec)
     checks: list[Check] = [Check("cordon", "cordoned", tolerations=tolerations)]
     node_name = spec.get("nodeName")
@@ -132,9 +132,9 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
             terms = parsed_terms(units.pod, units.container, args.policies, gpu_resource,
                                  args.open, args.single)  # fmt: skip
             checks.append(Check("shape", SHAPE_CHECK, terms=terms))
-    terms = parse_required(spec)
-    if terms is not None:
-        checks.append(Check("affinity", "node affinity", terms=terms))
+    required = parse_required(spec)
+    if required is not None:
+        checks.append(Check("affinity", "node affinity", terms=required))
     selector = node_selector(spec)
     if selector:
         checks.append(Check("selector", "nodeSelector", selector=tuple(selector.items())))

@@ -130,7 +130,7 @@ def group_constraint(
 ) -> GroupConstraint | None:
     """The PodGroup `pod` names (found among `documents`), or the Job's spec.scheduling, that
     will hold the pods; None when neither is there."""
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    spec = _v if isinstance(_v := pod.get("spec"), dict) else {}
     named = (spec.get("schedulingGroup") or {}).get("podGroupName")
     if isinstance(named, str) and named:
         for doc in documents:

@@ -78,7 +78,8 @@ class NodeIndex:
         if slot is None:
             return False
         view = self._views[slot]
-        assert view is not None
+        if view is None:
+            raise KeyError(f"node {name}: slot {slot} holds no view")
         self._index(view, 1 << slot, add=False)
         self._views[slot] = None
         self._free.append(slot)
@@ -97,9 +98,9 @@ class NodeIndex:
             if not self._alloc[resource]:
                 del self._alloc[resource]
         put(self._taints, view.taints, bit)
-        key = topology_key(view)
-        if key is not None:
-            put(self._aligning, key, bit)
+        aligning = topology_key(view)
+        if aligning is not None:
+            put(self._aligning, aligning, bit)
         put(self._pairing, pairs_key(view.labels, view.pairing), bit)
         if add:
             self.all |= bit
@@ -145,7 +146,8 @@ class NodeIndex:
             having = self._keys.get(req.key, 0)
             return having if op == "Exists" else self.all & ~having
         wanted = req.number
-        assert wanted is not None
+        if wanted is None:
+            raise ValueError(f"requirement {req.key} {op} without a number")
         return bit_or(
             mask
             for value, mask in values.items()
@@ -183,7 +185,8 @@ class NodeIndex:
         if kind == "agent":
             return self._agent
         if kind == "policy":
-            assert check.requirement is not None
+            if check.requirement is None:
+                raise ValueError(f"policy check {check.group!r} without its requirement")
             return self.requirement(check.requirement)
         if kind in ("affinity", "shape"):
             return bit_or(self.term(t) for t in check.terms)
@@ -294,8 +297,8 @@ class NodeIndex:
             return self._absent(check, failing)
         if check.kind == "resource":
             amounts = self._alloc.get(check.resource, {})
-            found = sorted(a for a, m in amounts.items() if m & failing)
-            shown = [str(a) for a in found]
+            held = sorted(a for a, m in amounts.items() if m & failing)
+            shown = [str(a) for a in held]
             if failing & ~bit_or(amounts.values()):
                 shown.insert(0, "0")
             return tuple(shown)

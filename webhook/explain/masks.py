@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.explain.checks import Check
 
@@ -32,11 +33,11 @@ def bit_or(masks: Iterable[int]) -> int:
     return out
 
 
-def add_bit(table: dict, key: object, bit: int) -> None:
+def add_bit(table: dict[Any, int], key: object, bit: int) -> None:
     table[key] = table.get(key, 0) | bit
 
 
-def clear_bit(table: dict, key: object, bit: int) -> None:
+def clear_bit(table: dict[Any, int], key: object, bit: int) -> None:
     left = table.get(key, 0) & ~bit
     if left:
         table[key] = left

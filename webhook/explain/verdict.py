@@ -132,7 +132,8 @@ def _affinity_reason(check: Check, node: NodeView, who: str = "node affinity") -
 
     best = min(terms, key=failing)
     req = first_failing(best.requirements, node.labels, node.name)
-    assert req is not None  # the term does not match, so one requirement fails
+    if req is None:  # the term does not match, so one requirement fails
+        raise ValueError(f"node {node.name}: no failing requirement in a non-matching term")
     text = describe(req, node.labels, node.name, who=who)
     return text + (f" (none of {len(terms)} terms match)" if len(terms) > 1 else "")
 
@@ -175,7 +176,8 @@ def failure(check: Check, node: NodeView, plan: PodPlan) -> str | None:
         return None if has_agent_labels(node.labels) else AGENT_MISSING
     if kind == "policy":
         req = check.requirement
-        assert req is not None
+        if req is None:
+            raise ValueError(f"policy check {check.group!r} without its requirement")
         if first_failing((req,), node.labels, node.name) is None:
             return None
         return describe(req, node.labels, node.name, who="policy", need=check.need)
@@ -331,7 +333,7 @@ def _with_remote(verdict: NodeVerdict, zones: NodeZones | None, weight: int) -> 
 
 
 def _pod_label(pod: Mapping[str, Any]) -> str:
-    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    metadata = _v if isinstance(_v := pod.get("metadata"), Mapping) else {}
     return f"Pod/{metadata.get('name') or metadata.get('generateName') or '?'}"
 
 

@@ -163,6 +163,8 @@ def parse_policy_text(
     try:
         while loader.check_node():
             node = loader.get_node()
+            if node is None:  # check_node() said one follows, so PyYAML never gives None here
+                break
             index += 1
             data = loader.construct_document(node)
             if data is None:

@@ -103,8 +103,10 @@ class NrtCache:
         if self.zones:
             before, self.zones = self.zones, {}
             self.generation += 1
-            for name, zones in before.items() if self.on_change is not None else ():
-                self.on_change(name, zones, None)
+            on_change = self.on_change
+            if on_change is not None:
+                for name, zones in before.items():
+                    on_change(name, zones, None)
         return ABSENT_RECHECK_S
 
     def _listed(self, snapshot: Snapshot) -> None:

@@ -30,8 +30,9 @@ __all__ = ["FILTER_PATH", "LEDGER", "PRIORITIZE_PATH", "REMOTE_WEIGHT", "add_rou
 
 FILTER_PATH = "/scheduler/filter"
 PRIORITIZE_PATH = "/scheduler/prioritize"
+# Typed by annotation: AppKey's second argument takes a class, and these are Callable aliases.
 LEDGER = web.AppKey("topoplace_ledger", Ledger)
-REMOTE_WEIGHT = web.AppKey("topoplace_remote_weight", WeightOf)
+REMOTE_WEIGHT: web.AppKey[WeightOf] = web.AppKey("topoplace_remote_weight")
 
 
 async def _args(request: web.Request) -> ExtenderArgs:

@@ -23,7 +23,9 @@ __all__ = ["NumaScheduling"]
 
 
 def _named(policies: PolicySet | None) -> Iterable[str]:
-    for name in policies.names if policies is not None else ():
+    if policies is None:
+        return
+    for name in policies.names:
         scheduler = policies[name].spec.placement.numa_aware_scheduler
         if scheduler is not None:
             yield scheduler

@@ -54,7 +54,8 @@ def _shape(annotations: object) -> tuple[object, ...]:
         return (_MISSING,)
     if annotations is None:
         return (_NULL,)
-    assert isinstance(annotations, dict)
+    if not isinstance(annotations, dict):
+        raise TypeError(f"metadata.annotations is a {type(annotations).__name__}, not a map")
     return (_MAP, annotations.get(APPLIED_ANNOTATION), MIRROR_ANNOTATION in annotations)
 
 
@@ -77,11 +78,11 @@ def request_key(request: ReviewRequest) -> Hashable | None:
     pod = request.object
     if pod is None:
         return None
-    meta = pod.get("metadata") or {}
-    policy = (meta.get("labels") or {}).get(POLICY_LABEL)
+    metadata = pod.get("metadata") or {}
+    policy = (metadata.get("labels") or {}).get(POLICY_LABEL)
     if policy is None:
         return None
-    namespace = request.namespace or meta.get("namespace") or ""  # as PolicyAdmitter reads it
+    namespace = request.namespace or metadata.get("namespace") or ""  # as PolicyAdmitter reads it
     spec = pod.get("spec")
     if type(spec) is dict and "hostname" in spec:
         spec = {k: v for k, v in spec.items() if k != "hostname"}
@@ -89,7 +90,7 @@ def request_key(request: ReviewRequest) -> Hashable | None:
         text = jsonio.dumps(spec)
     except TypeError:  # not JSON-shaped: leave it to the engine
         return None
-    return (namespace, policy, _shape(meta.get("annotations", UNSET)), text)
+    return (namespace, policy, _shape(metadata.get("annotations", UNSET)), text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,7 @@ _PREFIX: Final = "topoplace_webhook_"
 
 
 def _counters(
-    name: str, documentation: str, labels: list[str], counts: Mapping[tuple[str, ...], int]
+    name: str, documentation: str, labels: list[str], counts: Mapping[tuple[str, str], int]
 ) -> CounterMetricFamily:
     family = CounterMetricFamily(_PREFIX + name, documentation, labels=labels)
     for values, count in counts.items():

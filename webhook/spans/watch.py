@@ -91,7 +91,10 @@ class WorkloadSpans(Collector):
             "Pairs of its nodes whose distance no network tier tells",
             labels=_LABELS,
         )
-        for ref, placed in sorted(self.placed().items()) if labels is not None else ():
+        if labels is None:  # not listed yet: the families without series
+            yield from (pods, nodes, domains, hops, unknown)
+            return
+        for ref, placed in sorted(self.placed().items()):
             s = span(placed, labels)
             values = [ref.namespace, ref.kind, ref.name]
             pods.add_metric(values, s.pods)

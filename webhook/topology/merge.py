@@ -263,9 +263,9 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
                     reuse.pop(name, None)
                 else:
                     reuse[name] = frozenset(held)
-    held = tuple(
+    kept: Taken = tuple(
         (name, tuple(a - b for a, b in zip(start[name], counts, strict=True)))
         for name, counts in sorted(free.items())
         if tuple(counts) != start[name]
     )
-    return Admission(True, tightness=taken / given if given else 0.0, taken=held)
+    return Admission(True, tightness=taken / given if given else 0.0, taken=kept)

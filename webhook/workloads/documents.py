@@ -52,7 +52,7 @@ def _mutate_one(
 ) -> DocumentResult:
     if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
         raise DocumentError(f"document {index} is not a Kubernetes object (no kind)")
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    metadata = _v if isinstance(_v := doc.get("metadata"), dict) else {}
     name = metadata.get("name") or (
         f"{metadata['generateName']}*" if metadata.get("generateName") else "?"
     )
@@ -90,7 +90,7 @@ def render(results: list[DocumentResult], *, output: Literal["pod", "patch", "di
         return dump_documents([r.after for r in results])
     if output == "patch":
         return "".join(json.dumps(r.patch, indent=2) + "\n" for r in results)
-    chunks = []
+    chunks: list[str] = []
     for r in results:
         chunks.extend(
             difflib.unified_diff(

@@ -152,7 +152,7 @@ def group_names(templates: list[dict[str, Any]]) -> list[str]:
 def job_gang(job: dict[str, Any], rule: KeepTogether) -> tuple[dict[str, Any], list[str]]:
     """The Job with spec.scheduling asking for a gang in one domain of the level; a user's
     own policy or constraint is kept (with a warning when it is not the level's)."""
-    spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
+    spec = _v if isinstance(_v := job.get("spec"), dict) else {}
     own = spec.get("scheduling")
     merged, warnings = _merged(
         own if isinstance(own, dict) else {}, rule, "spec.scheduling", gang={}
@@ -163,7 +163,7 @@ def job_gang(job: dict[str, Any], rule: KeepTogether) -> tuple[dict[str, Any], l
 def pod_group_gang(group: dict[str, Any], rule: KeepTogether) -> tuple[dict[str, Any], list[str]]:
     """The PodGroup with the topology constraint on the level's key (the API requires its
     schedulingPolicy; a `basic` one is kept, with a warning: not all-or-nothing)."""
-    spec = group.get("spec") if isinstance(group.get("spec"), dict) else {}
+    spec = _v if isinstance(_v := group.get("spec"), dict) else {}
     merged, warnings = _merged(spec, rule, "spec", gang=None)
     policy = spec.get("schedulingPolicy")
     if isinstance(policy, dict) and "basic" in policy and "gang" not in policy:

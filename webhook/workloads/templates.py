@@ -113,6 +113,7 @@ def replace_at(obj: Any, path: Path, value: Any) -> Any:
     if not path:
         return value
     head, rest = path[0], path[1:]
+    copy: list[Any] | dict[Any, Any]
     if isinstance(obj, list) and isinstance(head, int):
         copy = list(obj)
     elif isinstance(obj, dict):

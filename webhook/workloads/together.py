@@ -93,8 +93,8 @@ def keep_together(
     `scheduling`: what the cluster serves (discovery); None keeps the mechanisms that need
     no Workload API, and says nothing about them.
     """
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta = _v if isinstance(_v := obj.get("metadata"), dict) else {}
+    labels = _v if isinstance(_v := meta.get("labels"), dict) else {}
     kind = obj.get("kind")
     if labels.get(KUEUE_QUEUE_LABEL):
         return _kueue(obj, rule)
@@ -206,6 +206,7 @@ def _affinity(obj: dict[str, Any], rule: KeepTogether, pod_label: str, name: str
         spec = template.pod.get("spec") or {}
         affinity = dict(spec.get("affinity") or {})
         pod_affinity = dict(affinity.get("podAffinity") or {})
+        entry: dict[str, Any]
         if rule.mode == "required":
             slot, entry = "requiredDuringSchedulingIgnoredDuringExecution", term
         else:
@@ -233,5 +234,5 @@ def _annotations(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_annotations(obj: dict[str, Any], added: dict[str, str]) -> dict[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = _v if isinstance(_v := obj.get("metadata"), dict) else {}
     return {**obj, "metadata": {**meta, "annotations": {**_annotations(obj), **added}}}

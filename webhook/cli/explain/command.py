@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from webhook.engine.mutation import add_engine_arguments, settings_from_args
 
@@ -156,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"the API server answered {exc}")
     except ValueError as exc:  # an unknown kind in KIND/NAME
         return _fail(str(exc))
-    assert policies is not None
+    if policies is None:
+        return _fail("no placement policies were loaded")
     namespace = doc_ns or args.namespace or context_ns or "default"
     try:
         explanation = explain_pod(
@@ -223,8 +224,8 @@ class _BadInput(ValueError):
 
 
 def _pod(
-    args: argparse.Namespace, load_documents: object, live: dict | None = None
-) -> tuple[dict, str, str | None]:
+    args: argparse.Namespace, load_documents: object, live: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], str, str | None]:
     """The one pod (template) to explain, its label for the output, and its namespace."""
     from common.yaml_input import LISTING, read_text
     from webhook.workloads.templates import pod_templates
@@ -239,7 +240,7 @@ def _pod(
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
             raise _BadInput(f"{source}: a document is not a Kubernetes object (no kind)")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta = _v if isinstance(_v := doc.get("metadata"), dict) else {}
         name = meta.get("name") or meta.get("generateName") or "?"
         for template in pod_templates(doc):
             where = f" {template.where}" if template.where else ""
@@ -256,14 +257,14 @@ def _pod(
     return _with_workload_label(doc, template.pod), label, namespace
 
 
-def _with_workload_label(doc: dict, pod: dict) -> dict:
+def _with_workload_label(doc: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     """The template as the webhook mutates it: the workload's policy label copied in."""
     from webhook.vocabulary import POLICY_LABEL
     from webhook.workloads.mutation import inherits_label
 
     labels = (doc.get("metadata") or {}).get("labels") or {}
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    own = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    meta = _v if isinstance(_v := pod.get("metadata"), dict) else {}
+    own = _v if isinstance(_v := meta.get("labels"), dict) else {}
     if not inherits_label(doc.get("kind")) or POLICY_LABEL not in labels or POLICY_LABEL in own:
         return pod
     return {**pod, "metadata": {**meta, "labels": {**own, POLICY_LABEL: labels[POLICY_LABEL]}}}

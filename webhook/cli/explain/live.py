@@ -92,7 +92,8 @@ async def read_live(kubeconfig: Path | None, kind: str, name: str, namespace: st
 
 
 def _now(doc: dict[str, Any]) -> str:
-    status = doc.get("status") if isinstance(doc.get("status"), dict) else {}
+    found = doc.get("status")
+    status: dict[str, Any] = found if isinstance(found, dict) else {}
     if doc.get("kind") != "Pod":
         active = status.get("active")
         return f"{active} pod(s) active" if active else "no pods active"
@@ -108,7 +109,8 @@ def _when(event: dict[str, Any]) -> str:
 def _as_submitted(doc: dict[str, Any]) -> dict[str, Any]:
     """The object without what the cluster added after admission (status, the bound node):
     explain asks where it could go, not where it went."""
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    found = doc.get("spec")
+    spec: dict[str, Any] = found if isinstance(found, dict) else {}
     if doc.get("kind") == "Pod":
         spec = {k: v for k, v in spec.items() if k != "nodeName"}
     return {k: v for k, v in {**doc, "spec": spec}.items() if k != "status"}

@@ -46,8 +46,8 @@ class NodeView:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> NodeView:
-        metadata = obj.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, dict) else None
+        metadata = _v if isinstance(_v := obj.get("metadata"), dict) else {}
+        name = metadata.get("name")
         if not isinstance(name, str) or not name:
             raise NodeError("a Node without metadata.name")
         raw_labels = metadata.get("labels") or {}
@@ -55,9 +55,9 @@ class NodeView:
             raise NodeError(f"node {name}: metadata.labels is not a map")
         # Interned: thousands of nodes repeat the same keys and values.
         labels = {sys.intern(str(k)): sys.intern(str(v)) for k, v in raw_labels.items()}
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        spec = _v if isinstance(_v := obj.get("spec"), Mapping) else {}
         numa, pairing = _hardware((metadata.get("annotations") or {}).get(TOPOLOGY_ANNOTATION))
-        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        status = _v if isinstance(_v := obj.get("status"), Mapping) else {}
         return cls(
             name=name,
             labels=labels,
