@@ -76,16 +76,14 @@ def mutate(
     applied = f"{name}@{policies.hash_of(name)}"
     check_spec(pod.get("spec"))
     beyond = bounds_problem(pod["spec"])
+    if beyond is not None:
+        return _beyond_bounds(pod, name, beyond)
     new = _working_copy(pod)
     found: list[str] = []
     try:
-        if beyond is not None:
-            raise _OutOfBounds(beyond)
         denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, found)
     except _OutOfBounds as exc:
-        # Answered at once: past the bounds the cost would follow the pod's numbers.
-        warning = f"{exc}; pod admitted unchanged (Topoplace's bounds: docs/policies.md)"
-        return Mutation(pod=pod, warnings=[warning], policy=name)
+        return _beyond_bounds(pod, name, str(exc))
     warnings = grouped_warnings(found)
     lone = lone_pod_warning(pod, policy)
     if lone is not None:
@@ -185,6 +183,12 @@ def _apply(
     add_preferred(spec, dataset_preferences(rules.datasets))
     set_scheduler(spec, rules.placement.numa_aware_scheduler, warnings=warnings)
     return None
+
+
+def _beyond_bounds(pod: dict[str, Any], name: str, why: str) -> Mutation:
+    """Answered at once, unchanged: past the bounds the cost would follow the pod's numbers."""
+    warning = f"{why}; pod admitted unchanged (Topoplace's bounds: docs/policies.md)"
+    return Mutation(pod=pod, warnings=[warning], policy=name)
 
 
 class _OutOfBounds(Exception):
