@@ -13,7 +13,7 @@ from typing import Any
 
 from benchmarks.timing import time_calls
 from benchmarks.workload import jobset, worker_pod, write_policy_dir
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet, load_policy_dir
 from webhook.workloads.mutation import mutate_workload

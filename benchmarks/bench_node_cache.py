@@ -28,14 +28,15 @@ import yaml
 
 from benchmarks.timing import time_calls
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
-from webhook.engine.mutation import EngineSettings
-from webhook.explain.index import NodeIndex
+from webhook.engine.outcome import EngineSettings
+from webhook.nodefit.node_index import NodeIndex
+from webhook.placement_model.filters.nodes import NodeView
+from webhook.placement_model.zones import NodeZones, zones_from_object
 from webhook.policy.loader import load_policy_dir
-from webhook.server.admission import PolicyAdmitter
-from webhook.server.node_cache import NodeCache
+from webhook.server.pod_admission import PolicyAdmitter
 from webhook.server.review import parse_review
-from webhook.topology.filters.nodes import NodeView
-from webhook.topology.zones import NodeZones, zones_from_object
+from webhook.stores.node_store import NodeStore
+from webhook.warnings.placement import PlacementWarnings
 
 __all__ = ["NODES", "fill_cache", "fleet_objects", "run_node_cache_bench"]
 
@@ -86,14 +87,14 @@ def _zones_of(node: dict[str, Any]) -> NodeZones:
     return zones_from_object(obj)
 
 
-def fill_cache(cache: NodeCache, nodes: list[dict[str, Any]]) -> None:
+def fill_cache(cache: NodeStore, nodes: list[dict[str, Any]]) -> None:
     """`cache` as its first list of `nodes` leaves it, without an API server."""
     cache.index = NodeIndex(NodeView.from_object(n) for n in nodes)
     cache.ready = True
 
 
-def _filled_cache(nodes: list[dict[str, Any]], zones: _Zones | None = None) -> NodeCache:
-    cache = NodeCache(zones=zones)
+def _filled_cache(nodes: list[dict[str, Any]]) -> NodeStore:
+    cache = NodeStore()
     fill_cache(cache, nodes)
     return cache
 
@@ -123,16 +124,16 @@ def run_node_cache_bench(*, calls: int = 1000, rounds: int = 7) -> dict[str, lis
     nodes = fleet_objects()
     memory = _cache_memory_mb(nodes)
     cache = _filled_cache(nodes)
-    with_nrt = _filled_cache(nodes, _Zones(nodes))
     with tempfile.TemporaryDirectory() as tmp:
         policies = load_policy_dir(write_policy_dir(Path(tmp) / "p"))
     settings = EngineSettings()
     off = PolicyAdmitter(lambda: policies, settings)
-    on = PolicyAdmitter(lambda: policies, settings, fit_check=cache.check)
-    nrt = PolicyAdmitter(lambda: policies, settings, fit_check=with_nrt.check)
+    on = PolicyAdmitter(lambda: policies, settings, fit_check=PlacementWarnings(nodes=cache))
+    with_nrt = PlacementWarnings(nodes=cache, zones=_Zones(nodes))
+    nrt = PolicyAdmitter(lambda: policies, settings, fit_check=with_nrt)
     rows: list[dict[str, Any]] = []
     # 4 GPUs: the bench policy's 8-GPU pod (96 CPUs) is one no restricted DGX H100 kubelet
-    # admits, so its node affinity leaves every node out (webhook/topology/shapes.py).
+    # admits, so its node affinity leaves every node out (webhook/placement_model/shape_terms.py).
     cases = (
         ("a Job's pods (alike)", 4, False),
         ("every pod different", 4, True),

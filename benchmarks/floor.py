@@ -37,7 +37,7 @@ def given_of(answer: bytes) -> Given:
 
 def respond(body: bytes, given: Given) -> bytes:
     """Parse `body` whole, write the allow with `given`'s patch: the same bytes as
-    webhook.server.admission.build_response writes for that answer."""
+    webhook.server.pod_admission.build_response writes for that answer."""
     uid = jsonio.loads(body)["request"]["uid"]
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if given.ops:

@@ -2,7 +2,7 @@
 decide whether a kubelet admits a pod on its NUMA nodes, their defaults, and the node labels
 that carry them. The agent reads them from the kubelet's config files (agent/sources/
 kubelet.py); the webhook's placement model reads them back from the labels
-(webhook/topology/kubelet.py). Change a Topology Manager rule here and in the model, never a
+(webhook/placement_model/kubelet.py). Change a Topology Manager rule here and in the model, never a
 copy (pkg/kubelet/cm/topologymanager, pkg/kubelet/apis/config/v1beta1/defaults.go).
 """
 

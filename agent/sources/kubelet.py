@@ -42,7 +42,7 @@ _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 @dataclass(frozen=True, slots=True)
 class KubeletFiles:
     """What the kubelet's config files say (strings as written, defaults filled); the
-    placement model's reading of them is webhook/topology/kubelet.py's KubeletConfig."""
+    placement model's reading of them is webhook/placement_model/kubelet.py's KubeletConfig."""
 
     cpu_manager_policy: str | None = None
     topology_manager_policy: str | None = None

@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks.peers.map_policy import PEER_LABEL
 from webhook import jsonio
 from webhook.certs.keys import make_ca, make_serving_cert
-from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE
+from webhook.engine.outcome import DEFAULT_PREFETCH_IMAGE
 
 __all__ = ["BARE_PEERS", "NAMESPACE", "bare_objects", "go_binary", "running_bare"]
 

@@ -21,7 +21,7 @@ from e2e.nodes.devices import device_plugins
 from e2e.nodes.specs import SimulatedNode, memory_kib
 from e2e.nodes.view import write_view
 from tests.agent.discovery import machines
-from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
+from webhook.engine.outcome import DEFAULT_PREFETCH_IMAGE as IMAGE
 
 __all__ = ["NodeStarted", "node_host", "node_procs", "start_node", "stop_node", "wait_ready"]
 

@@ -31,7 +31,7 @@ from benchmarks.peers.map_policy import PEER_LABEL
 from benchmarks.procs import Server, start_server
 from benchmarks.workload import admission_review, worker_pod
 from webhook import jsonio
-from webhook.server.admission import build_response
+from webhook.server.pod_admission import build_response
 
 _REPO = Path(__file__).resolve().parents[2]
 _OURS = _REPO / "manifests" / "base" / "webhook" / "mutatingwebhookconfiguration.yaml"
@@ -45,7 +45,7 @@ def _uid(body: bytes) -> str:
 def test_the_floor_writes_the_bytes_our_server_writes() -> None:
     body = admission_review(worker_pod(gpus=4, index=7))
     patch = _our_patch("ml-bench-test")
-    ours = jsonio.dumps(build_response(_uid(body), patch=patch, fitted=[_WARNING]))
+    ours = jsonio.dumps(build_response(_uid(body), patch=patch, lines=[_WARNING]))
     assert respond(body, Given(patch, [_WARNING])) == ours
     assert given_of(ours) == Given(patch, [_WARNING])
     plain = jsonio.dumps(build_response(_uid(body)))

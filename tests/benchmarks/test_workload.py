@@ -9,10 +9,10 @@ from benchmarks.bench_webhook import DISTINCT_PODS
 from benchmarks.profile_miss import miss_path
 from benchmarks.workload import admission_review, worker_pod, write_policy_dir
 from webhook import jsonio
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.policy.loader import load_policy_dir
-from webhook.server.admission import PolicyAdmitter
 from webhook.server.answer_cache import DEFAULT_MAX_ENTRIES, CachedAdmitter
+from webhook.server.pod_admission import PolicyAdmitter
 from webhook.server.review import parse_review
 
 

@@ -11,15 +11,15 @@ import pytest
 import yaml
 
 from tests.docs.markdown import REPO, Block, fenced_blocks, missing_lines, run_cli
+from webhook.cli.explain.render import to_json
 from webhook.engine.recipe import mutate
-from webhook.explain.checks import plan_for
-from webhook.explain.index import NodeIndex
-from webhook.explain.render import to_json
-from webhook.explain.verdict import applied_policy, explain_pod
+from webhook.nodefit.checks import plan_for
+from webhook.nodefit.explanation import explain_pod
+from webhook.nodefit.node_index import NodeIndex
+from webhook.placement_model.filters.nodes import node_views
 from webhook.policy.loader import load_policy_dir
-from webhook.topology.filters.nodes import node_views
-from webhook.warnings.fit import fit
 from webhook.warnings.hardware import no_fit_warning
+from webhook.warnings.lines import shorten
 from webhook.workloads.templates import pod_templates
 
 PAGE = REPO / "docs" / "troubleshooting.md"
@@ -67,10 +67,10 @@ def test_the_warning_shown_is_the_node_caches() -> None:
     job = yaml.safe_load((REPO / block.tag[1]).read_text())
     (template,) = pod_templates(job)
     result = mutate(template.pod, job["metadata"]["namespace"], POLICIES)
-    plan = plan_for(result.pod, applied_policy(result.pod, result.policy, POLICIES))
+    plan = plan_for(result.pod, result.applied)
     index = NodeIndex(node_views(yaml.safe_load_all(NODES.read_text())))
     parts = no_fit_warning(plan, index.assess(plan), len(index))
-    assert parts is not None and block.text == f"Warning: {fit(parts)}\n"
+    assert parts is not None and block.text == f"Warning: {shorten(parts)}\n"
 
 
 def test_every_json_key_is_documented(tmp_path: Path) -> None:

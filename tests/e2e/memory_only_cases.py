@@ -1,6 +1,6 @@
 """The kubelet cases of tests/e2e/test_memory_only_kubelets.py and what the real kubelets
 v1.37.2 did in them (docs/memory-only-numa.md): data only, also what the placement model's
-tests hold the model to (tests/webhook/topology/test_memory_only_model.py)."""
+tests hold the model to (tests/webhook/placement_model/test_memory_only_model.py)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from e2e.kube import Kubectl
 from tests.agent.cache.helpers import leftovers
 from tests.e2e.helpers import patch_policies, phase
 from tests.s3server import FAKE_AWS, S3Server, running_s3
-from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
+from webhook.engine.outcome import DEFAULT_PREFETCH_IMAGE as IMAGE
 
 NODE = "cpu-vm"  # holds no dataset at first: the first pod is pinned there
 POLICY = "e2e-datasets"

@@ -12,7 +12,7 @@ from e2e.kube import Kubectl
 from e2e.topoplace.containers import kill_container, restart_count
 from e2e.topoplace.install import agent_pods, pods_of, wait_webhook_ready
 from tests.e2e.helpers import admitted, phase
-from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
+from webhook.engine.outcome import DEFAULT_PREFETCH_IMAGE as IMAGE
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 NAMESPACE = "topoplace-system"

@@ -230,8 +230,8 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     # The webhook's token is mounted in two containers only: certs, and serve for its node
     # cache (claim-templates is its own Deployment with its own ServiceAccount, checked above)
     calls = calls_in("webhook", skip=CLAIMS + USER_SIDE)
-    cache = str(Path("webhook") / "server" / "node_cache.py")
-    templates = str(Path("webhook") / "server" / "template_cache.py")
+    cache = str(Path("webhook") / "stores" / "node_store.py")
+    templates = str(Path("webhook") / "stores" / "claim_template_store.py")
     topology = str(Path("webhook") / "scheduler" / "nrt_cache.py")
     leases = str(Path("webhook") / "scheduler" / "leases.py")
     spans = str(Path("webhook") / "spans" / "watch.py")
@@ -253,8 +253,8 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     assert {grant for grant, files in calls.items() if bound in files} == POD_READS
     # the `certs` command, run only by the sidecar; the node cache, started by the server app
     assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
-    assert importers_of("webhook.server.node_cache") == {str(Path("webhook") / "server" / "app.py")}
-    assert importers_of("webhook.server.template_cache") == {
+    assert importers_of("webhook.stores.node_store") == {str(Path("webhook") / "server" / "app.py")}
+    assert importers_of("webhook.stores.claim_template_store") == {
         str(Path("webhook") / "server" / "app.py")
     }
     service = {str(Path("webhook") / "scheduler" / "service.py")}

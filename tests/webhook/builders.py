@@ -9,7 +9,7 @@ import jsonpatch
 import yaml
 
 from tests.kube import assert_valid, qos_class
-from webhook.engine.mutation import EngineSettings, Mutation
+from webhook.engine.outcome import EngineSettings, Mutation
 from webhook.vocabulary import POLICY_LABEL
 
 __all__ = ["GPU", "SETTINGS", "check_mutation", "container", "make_pod", "policy_doc", "write_yaml"]

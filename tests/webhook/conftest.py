@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.webhook.builders import SETTINGS, check_mutation, policy_doc, write_yaml
-from webhook.engine.mutation import Mutation
+from webhook.engine.outcome import Mutation
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet, load_policy_dir
 

@@ -116,7 +116,7 @@ def _read(
 ) -> tuple[list[tuple[str, dict[str, str]]], list[dict[str, Any]]] | None:
     from common.kube_config import ConfigError
     from webhook.kube_read import ApiError
-    from webhook.topology.filters.nodes import NodeError, node_views
+    from webhook.placement_model.filters.nodes import NodeError, node_views
     from webhook.yaml_io import YamlInputError
 
     try:

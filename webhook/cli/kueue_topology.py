@@ -2,7 +2,7 @@
 its ResourceFlavor) from the position levels the nodes carry, as YAML on stdout.
 
 The levels are the agent's `topoplace.io/network-tier-3/2/1` and `nvlink-domain`, outermost
-first, each kept only where it nests in the one above (webhook/topology/levels.py), then
+first, each kept only where it nests in the one above (webhook/placement_model/levels.py), then
 `kubernetes.io/hostname`. What was left out, and nodes lacking a level, are notes on stderr.
 Exit 0; 1 when no node carries any level; 2 on bad input.
 """
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from webhook.cli.fleet import CURRENT, FleetError, read_fleet
-    from webhook.topology.levels import HOSTNAME, fleet_levels
+    from webhook.placement_model.levels import HOSTNAME, fleet_levels
 
     if args.nodes is None and args.kubeconfig is None:
         args.kubeconfig = CURRENT  # the cluster by default, as kubectl would

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from common.node_resource_topology import GROUP, PLURAL, VERSION
-from webhook.explain.verdict import with_usage
+from webhook.nodefit.node_verdict import with_usage
+from webhook.placement_model.filters.nodes import NodeView, node_views, used_by_node
+from webhook.placement_model.requests import pod_requests
+from webhook.placement_model.zones import NodeZones, zones_of_documents
 from webhook.policy.loader import PolicySet, load_policy_dir
 from webhook.spans.workloads import PLACED_SELECTOR, placed_on
-from webhook.topology.filters.nodes import NodeView, node_views, used_by_node
-from webhook.topology.requests import pod_requests
-from webhook.topology.zones import NodeZones, zones_of_documents
 
 __all__ = ["ClusterView", "context_namespace", "default_kubeconfig", "read_cluster"]
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from webhook.engine.mutation import EngineSettings, add_engine_arguments, settings_from_args
+from webhook.engine.outcome import EngineSettings, add_engine_arguments, settings_from_args
 
 __all__ = ["add_arguments", "run"]
 

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _level_warnings(policies: Any, nodes: list[tuple[str, dict[str, str]]]) -> list[str]:
-    from webhook.topology.levels import carried
+    from webhook.placement_model.levels import carried
 
     present = carried(labels for _, labels in nodes)
     out = []

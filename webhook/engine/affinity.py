@@ -4,10 +4,10 @@ Required expressions go into EVERY existing nodeSelectorTerm: terms are ORed, so
 only one would let the others schedule anywhere. The user's own terms are never dropped.
 Whenever the kubelet aligns something of the mutated pod (its devices, or the CPUs and
 memory of a Guaranteed pod), the node shapes whose kubelet admits it come as ORed
-alternatives (webhook/topology/shapes.py), under the policies the policy lists, or under
+alternatives (webhook/placement_model/shape_terms.py), under the policies the policy lists, or under
 every policy when it lists none (so a pod we made Guaranteed is never bound where its
 kubelet must refuse it): each user term is repeated once per alternative, and the result is
-written in its smallest equivalent form (webhook/topology/filters/minimal.py).
+written in its smallest equivalent form (webhook/placement_model/filters/minimal.py).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from common.kubelet_contract import TOPOLOGY_MANAGER_POLICIES
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook import jsonio
 from webhook.engine.patch import clone
+from webhook.placement_model.filters.minimal import minimal_terms
+from webhook.placement_model.kubelet_admission import PodUnits
+from webhook.placement_model.shape_terms import SHAPE_LABELS, admitting_terms
 from webhook.policy.model import (
     REFUSING_TOPOLOGY_POLICIES,
     Dataset,
     Placement,
 )
-from webhook.topology.admission import PodUnits
-from webhook.topology.filters.minimal import minimal_terms
-from webhook.topology.shapes import SHAPE_LABELS, admitting_terms
 
 __all__ = [
     "NumaRequest",
@@ -256,8 +256,8 @@ def _cores(terms: list[Any], ours: set[Any]) -> list[Any]:
     return out
 
 
-# The keys of shared alternatives (webhook/topology/shapes.py hands every pod of a shape the
-# same object), by identity; the object is held so its id cannot be reused.
+# The keys of shared alternatives (webhook/placement_model/shape_terms.py hands every pod of
+# a shape the same object), by identity; the object is held so its id cannot be reused.
 _ALTERNATIVE_KEYS: dict[int, tuple[object, tuple[frozenset[Any], ...]]] = {}
 
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.placement_model.requests import container_gpus
 from webhook.policy.dra import template_name
 from webhook.policy.model import PlacementPolicy
-from webhook.topology.requests import container_gpus
 
 __all__ = [
     "CLAIM_PREFIX",

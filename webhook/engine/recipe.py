@@ -5,7 +5,7 @@ step edits the copy, and the RFC 6902 patch is the diff of copy against input, s
 result always agree. The returned pod shares unchanged parts with the input: treat both as
 read-only.
 Each step lives in its own module (affinity, resources, datasets, launcher, env, scheduler);
-the pod's shape is checked first (pod_shape), so the steps can trust the fields they edit.
+the pod's fields are checked first (pod_fields), so the steps can trust the fields they edit.
 """
 
 from __future__ import annotations
@@ -27,18 +27,17 @@ from webhook.engine.datasets import add_datasets
 from webhook.engine.dra import claimed_workers, plan_dra, rewrite
 from webhook.engine.env import add_env
 from webhook.engine.launcher import bind_numa
-from webhook.engine.mutation import EngineSettings, Mutation, grouped_warnings
+from webhook.engine.lone_pod import lone_pod_warning
+from webhook.engine.outcome import EngineSettings, Mutation, grouped_warnings
 from webhook.engine.patch import clone, json_diff
-from webhook.engine.pod_shape import bounds_problem, check_spec, mapping
+from webhook.engine.pod_fields import bounds_problem, check_spec, mapping, select_workers
 from webhook.engine.resources import ResourcePlan, apply_resources
 from webhook.engine.scheduler import set_scheduler
-from webhook.engine.together import lone_pod_warning
-from webhook.engine.workers import select_workers
+from webhook.placement_model.kubelet_admission import pod_units
+from webhook.placement_model.requests import all_containers, pod_gpus
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.quantity import parse_quantity
-from webhook.topology.admission import pod_units
-from webhook.topology.requests import all_containers, pod_gpus
 from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
 
 __all__ = ["mutate"]
@@ -95,7 +94,8 @@ def mutate(
         **(new_metadata.get("annotations") or {}),
         APPLIED_ANNOTATION: applied,
     }
-    return Mutation(pod=new, patch=json_diff(pod, new), warnings=warnings, policy=name)
+    patch = json_diff(pod, new)
+    return Mutation(pod=new, patch=patch, warnings=warnings, policy=name, applied=policy)
 
 
 def _apply(

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from webhook.placement_model.requests import amount, container_gpus
 from webhook.policy.model import Rdma
 from webhook.policy.quantity import ceil_int, format_cpu, format_memory
-from webhook.topology.requests import amount, container_gpus
 
 __all__ = [
     "DEFAULT_CPU",

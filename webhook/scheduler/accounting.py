@@ -8,7 +8,7 @@ NUMA nodes, and the kubelet refuses the ones that do not fit (issue 45).
 - **Bound pods** come from a watch of pods placed on a node (`BoundPods`, pods.py), whatever
   scheduler bound them. A bound pod the kubelet has not admitted yet gets a prediction: what
   it will hold per NUMA node, from the one placement model on the node's zones less the
-  pods already predicted there (the kubelet's own pick: webhook/topology/merge.py). Its
+  pods already predicted there (the kubelet's own pick: webhook/placement_model/merge.py). Its
   share is off the zones the extender judges (`zones_of`) until the object shows it.
 - **The object catches up** when it changes after the kubelet posted the pod's first status
   (admission comes first), or when its change covers the prediction: the observed counts
@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Protocol
 
+from webhook.placement_model.free_now import Taken, free_fit, less_taken
+from webhook.placement_model.kubelet_admission import pod_units
+from webhook.placement_model.zones import NodeZones, Zone, shared, zone_counts
 from webhook.scheduler.inflight import HOLD_S, InFlight
-from webhook.topology.admission import pod_units
-from webhook.topology.fit import Taken, free_fit, less_taken
-from webhook.topology.zones import NodeZones, Zone, shared, zone_counts
 
 __all__ = ["OUTCOMES", "SETTLE_S", "STALE_S", "Ledger", "admitted"]
 

@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.topology.admission import PodUnits, pod_units
-from webhook.topology.fit import FreeFit, free_fit
-from webhook.topology.zones import NodeZones
+from webhook.placement_model.free_now import FreeFit, free_fit
+from webhook.placement_model.kubelet_admission import PodUnits, pod_units
+from webhook.placement_model.zones import NodeZones
 
 __all__ = [
     "MAX_SCORE",

@@ -16,9 +16,9 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from webhook.topology.admission import PodUnits
-from webhook.topology.fit import free_fit, less_taken
-from webhook.topology.zones import NodeZones
+from webhook.placement_model.free_now import free_fit, less_taken
+from webhook.placement_model.kubelet_admission import PodUnits
+from webhook.placement_model.zones import NodeZones
 
 __all__ = ["HOLD_S", "InFlight"]
 

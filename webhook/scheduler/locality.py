@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from webhook.explain.free import remote_penalty
+from webhook.nodefit.free_check import remote_penalty
+from webhook.placement_model.zones import NodeZones
 from webhook.policy.loader import PolicySet
-from webhook.topology.zones import NodeZones
 from webhook.vocabulary import POLICY_LABEL
 
 __all__ = ["WeightOf", "lower_scores", "policy_weight"]

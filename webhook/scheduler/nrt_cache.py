@@ -22,7 +22,7 @@ from common.backoff import Backoff, Sleep
 from common.kube.listwatch import ListWatch, Snapshot
 from common.node_resource_topology import GROUP, PLURAL, VERSION
 from webhook.kube_read import ApiError
-from webhook.topology.zones import (
+from webhook.placement_model.zones import (
     NodeZones,
     Zone,
     ZoneError,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from webhook import jsonio
+from webhook.placement_model.kubelet_admission import pod_units
 from webhook.scheduler.accounting import Ledger
 from webhook.scheduler.extender import (
     MAX_SCORE,
@@ -24,7 +25,6 @@ from webhook.scheduler.extender import (
     prioritize,
 )
 from webhook.scheduler.locality import WeightOf, lower_scores
-from webhook.topology.admission import pod_units
 
 __all__ = ["FILTER_PATH", "LEDGER", "PRIORITIZE_PATH", "REMOTE_WEIGHT", "add_routes"]
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 from msgspec import UNSET
 
 from webhook import jsonio
-from webhook.server.admission import Admission, Admitter
+from webhook.server.pod_admission import Admission, Admitter
 from webhook.server.review import (
     API_VERSION,
     KIND,

@@ -25,10 +25,13 @@ from aiohttp import web
 
 from common.logsetup import log_fields
 from webhook import jsonio
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.scheduler.service import NumaScheduling
 from webhook.scheduler.workload_api import WorkloadApi
-from webhook.server.admission import (
+from webhook.server.answer_cache import CachedAdmitter
+from webhook.server.cert_expiry import CertificateExpiry
+from webhook.server.metrics import WebhookMetrics, serve_metrics
+from webhook.server.pod_admission import (
     FAILED_OPEN_WARNED,
     Admission,
     Admitter,
@@ -36,16 +39,13 @@ from webhook.server.admission import (
     PolicyAdmitter,
     build_response,
 )
-from webhook.server.answer_cache import CachedAdmitter
-from webhook.server.cert_expiry import CertificateExpiry
-from webhook.server.metrics import WebhookMetrics, serve_metrics
-from webhook.server.node_cache import NodeCache
 from webhook.server.reload import PolicyStore, PolicyWatcher
 from webhook.server.review import MalformedReview, parse_review
-from webhook.server.template_cache import TemplateCache
 from webhook.server.tls import TlsReloader
 from webhook.server.workload_admission import WorkloadAdmitter
 from webhook.spans.watch import WorkloadSpans
+from webhook.stores.claim_template_store import ClaimTemplateStore
+from webhook.stores.node_store import NodeStore
 from webhook.warnings.placement import PlacementWarnings
 
 __all__ = [
@@ -78,7 +78,7 @@ class ServerConfig:
     policy_poll_interval: float = 10.0
     # Below the default 30 s terminationGracePeriodSeconds, so in-flight requests finish.
     shutdown_timeout: float = 20.0
-    # Watch every node and warn at admission when a mutated pod fits none (node_cache.py).
+    # Watch every node and warn at admission when a mutated pod fits none (stores/node_store.py).
     node_cache: bool = False
     kubeconfig: Path | None = None  # for the caches; None: in-cluster or $KUBECONFIG
     claim_template_cache: bool = False  # DRA templates not there yet: fallback (template_cache)
@@ -104,8 +104,8 @@ class WebhookState:
     # Graceful shutdown: admissions still running, and the event set when they reach zero.
     in_flight: int = 0
     drained: asyncio.Event | None = None
-    nodes: NodeCache | None = None
-    templates: TemplateCache | None = None
+    nodes: NodeStore | None = None
+    templates: ClaimTemplateStore | None = None
 
 
 STATE = web.AppKey("topoplace_state", WebhookState)
@@ -209,9 +209,23 @@ def make_app(state: WebhookState) -> web.Application:
     return app
 
 
-def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Application:
-    """Load policies and TLS (raising PolicyLoadError / OSError / ssl.SSLError at startup),
-    and register the watchers and the metrics listener as the app's lifecycle."""
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What `serve` runs besides the routes: the stores and watchers its flags turn on."""
+
+    metrics: WebhookMetrics
+    store: PolicyStore
+    watcher: PolicyWatcher
+    tls: TlsReloader
+    numa: NumaScheduling | None
+    nodes: NodeStore | None
+    spans: WorkloadSpans | None
+    workload_api: WorkloadApi | None
+    templates: ClaimTemplateStore | None
+
+
+def _parts(config: ServerConfig) -> _Parts:
+    """Load policies and TLS (raising PolicyLoadError / OSError / ssl.SSLError at startup)."""
     metrics = WebhookMetrics()
     store = PolicyStore()
     watcher = PolicyWatcher(
@@ -223,33 +237,46 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
     watcher.load_initial()
     tls = TlsReloader(config.cert_path, config.key_path, on_reload=metrics.tls_reloaded)
     metrics.registry.register(CertificateExpiry(config.cert_path))
-    numa = (
-        NumaScheduling(
+    numa = None
+    if config.numa_scheduling:
+        numa = NumaScheduling(
             lambda: store.current,
             lease_interval=config.lease_check_interval,
             on_prediction=metrics.scheduler_prediction,
         )
-        if config.numa_scheduling
-        else None
-    )
-    nodes = NodeCache(zones=numa.zones if numa else None) if config.node_cache else None
+    nodes = NodeStore() if config.node_cache else None
     spans = WorkloadSpans(nodes.labels) if nodes is not None and config.workload_spans else None
     if spans is not None:
         metrics.registry.register(spans)
-    fit_check = (
-        PlacementWarnings(
-            nodes=nodes.check if nodes is not None else None,
+    return _Parts(
+        metrics,
+        store,
+        watcher,
+        tls,
+        numa,
+        nodes,
+        spans,
+        WorkloadApi() if config.workload_api else None,
+        ClaimTemplateStore() if config.claim_template_cache else None,
+    )
+
+
+def _admitter(parts: _Parts, config: ServerConfig, mutate: MutateFn | None) -> Admitter:
+    """The one admission call the handler makes: workloads first (a pod request pays one
+    lookup there), then alike pods from one answer, then the engine and the placement
+    warnings, which read the stores themselves."""
+    nodes, numa, templates, store = parts.nodes, parts.numa, parts.templates, parts.store
+    warnings = None
+    if nodes is not None or numa is not None:
+        warnings = PlacementWarnings(
+            nodes=nodes,
+            zones=numa.zones if numa is not None else None,
             scheduler_problem=numa.leases.problem if numa is not None else None,
         )
-        if nodes is not None or numa is not None
-        else None
-    )
-    workload_api = WorkloadApi() if config.workload_api else None
-    templates = TemplateCache() if config.claim_template_cache else None
-    settings = (
-        replace(config.settings, claim_templates=templates.lookup) if templates else config.settings
-    )
-    pods = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=fit_check)
+    settings = config.settings
+    if templates is not None:
+        settings = replace(settings, claim_templates=templates.lookup)
+    pods = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=warnings)
 
     def stamp() -> tuple[object, ...]:
         # Everything an answer depends on besides the request (answer_cache.py).
@@ -260,40 +287,56 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
             numa.stamp() if numa is not None else None,
         )
 
-    # Workloads first (a pod request pays one lookup there), then alike pods from one answer.
-    admitter = WorkloadAdmitter(
+    workload_api = parts.workload_api
+    return WorkloadAdmitter(
         CachedAdmitter(pods, stamp),
         lambda: store.current,
         settings,
         carries=nodes.carries if nodes is not None else None,
         scheduling=(lambda: workload_api.current) if workload_api is not None else None,
     )
+
+
+def _tasks(parts: _Parts, config: ServerConfig) -> list[asyncio.Task[None]]:
+    """The watchers the flags turned on, as tasks of the app's lifetime."""
+    kubeconfig = config.kubeconfig
+    named = [
+        ("policy-watch", parts.watcher.watch(config.policy_poll_interval)),
+        ("tls-watch", parts.tls.watch(config.tls_reload_interval)),
+    ]
+    if parts.nodes is not None:
+        named.append(("node-cache", parts.nodes.run(kubeconfig)))
+    if parts.spans is not None:
+        named.append(("workload-spans", parts.spans.run(kubeconfig)))
+    if parts.workload_api is not None:
+        named.append(("workload-api", parts.workload_api.run(kubeconfig)))
+    if parts.templates is not None:
+        named.append(("template-cache", parts.templates.run(kubeconfig)))
+    tasks = [asyncio.create_task(coro, name=name) for name, coro in named]
+    if parts.numa is not None:
+        tasks += [asyncio.create_task(t) for t in parts.numa.tasks(kubeconfig)]
+    return tasks
+
+
+def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Application:
+    """Load policies and TLS (raising PolicyLoadError / OSError / ssl.SSLError at startup),
+    and register the watchers and the metrics listener as the app's lifecycle."""
+    parts = _parts(config)
     state = WebhookState(
-        admitter, metrics, store, tls, config.max_body_bytes, nodes=nodes, templates=templates
+        _admitter(parts, config, mutate),
+        parts.metrics,
+        parts.store,
+        parts.tls,
+        config.max_body_bytes,
+        nodes=parts.nodes,
+        templates=parts.templates,
     )
     app = make_app(state)
-    if numa is not None:
-        numa.add_routes(app)
+    if parts.numa is not None:
+        parts.numa.add_routes(app)
 
     async def background(_app: web.Application) -> AsyncIterator[None]:
-        tasks = [
-            asyncio.create_task(watcher.watch(config.policy_poll_interval), name="policy-watch"),
-            asyncio.create_task(tls.watch(config.tls_reload_interval), name="tls-watch"),
-        ]
-        if nodes is not None:
-            tasks.append(asyncio.create_task(nodes.run(config.kubeconfig), name="node-cache"))
-        if spans is not None:
-            tasks.append(asyncio.create_task(spans.run(config.kubeconfig), name="workload-spans"))
-        if numa is not None:
-            tasks += [asyncio.create_task(t) for t in numa.tasks(config.kubeconfig)]
-        if workload_api is not None:
-            tasks.append(
-                asyncio.create_task(workload_api.run(config.kubeconfig), name="workload-api")
-            )
-        if templates is not None:
-            tasks.append(
-                asyncio.create_task(templates.run(config.kubeconfig), name="template-cache")
-            )
+        tasks = _tasks(parts, config)
         try:
             yield
         finally:
@@ -306,7 +349,7 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
             yield
             return
         host = config.metrics_host or config.host
-        async with serve_metrics(metrics, host=host, port=config.metrics_port) as port:
+        async with serve_metrics(parts.metrics, host=host, port=config.metrics_port) as port:
             state.metrics_port = port
             yield
 

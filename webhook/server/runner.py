@@ -11,8 +11,8 @@ from types import TracebackType
 
 from aiohttp import web
 
-from webhook.server.admission import MutateFn
 from webhook.server.app import STATE, ServerConfig, WebhookState, build_app
+from webhook.server.pod_admission import MutateFn
 
 __all__ = ["WebhookServer"]
 

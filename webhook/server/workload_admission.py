@@ -18,9 +18,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.policy.loader import PolicySet
-from webhook.server.admission import (
+from webhook.server.pod_admission import (
     FAILED_OPEN_WARNED,
     Admission,
     Admitter,

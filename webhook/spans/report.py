@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.vocabulary import POSITION_LEVELS
+from webhook.placement_model.span import Span, span
 from webhook.spans.workloads import WorkloadRef, placements
-from webhook.topology.span import Span, span
 
 __all__ = ["WorkloadSpan", "to_json", "to_table", "workload_spans"]
 

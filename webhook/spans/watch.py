@@ -27,8 +27,8 @@ from prometheus_client.registry import Collector
 
 from common.backoff import Backoff, Sleep
 from common.kube.listwatch import WATCH_SECONDS, ListWatch, Snapshot
+from webhook.placement_model.span import span
 from webhook.spans.workloads import PLACED_SELECTOR, WorkloadRef, by_workload, placement
-from webhook.topology.span import span
 from webhook.vocabulary import POLICY_LABEL
 
 __all__ = ["WorkloadSpans"]

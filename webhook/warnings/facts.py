@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from webhook.explain.checks import PodPlan
-from webhook.explain.free import ZonesOf
-from webhook.explain.index import NodeIndex
-from webhook.explain.masks import Assessment
-from webhook.explain.pairs import pairs_verdict
+from webhook.nodefit.checks import PodPlan
+from webhook.nodefit.free_check import ZonesOf
+from webhook.nodefit.node_index import NodeIndex
+from webhook.nodefit.node_masks import Assessment
+from webhook.nodefit.pairs_check import pairs_verdict
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.hardware import PairsGroup
 from webhook.warnings.now import NoRoom, no_room

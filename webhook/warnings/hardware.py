@@ -4,19 +4,19 @@ fits; matching nodes whose kubelets would refuse the pod; GPU↔NIC pairs not gu
 "no node fits placement policy ddp-h100 for 8 GPUs: 12 nodes fail gpu-nic-link (NODE),
 3 fail topology-manager-policy (none); run `kubectl topoplace explain`"
 
-Each gives `Parts`; `fit` (fit.py) shortens them, keeping the pointer to explain.
+Each gives `Parts`; `fit` (lines.py) shortens them, keeping the pointer to explain.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from webhook.explain.checks import PodPlan
-from webhook.explain.masks import Assessment, Miss
-from webhook.explain.pairs import PairsVerdict
-from webhook.topology.requests import format_amount
-from webhook.warnings.fit import EXPLAIN, MORE, Parts
+from webhook.nodefit.checks import PodPlan
+from webhook.nodefit.node_masks import Assessment, Miss
+from webhook.nodefit.pairs_check import PairsVerdict
+from webhook.placement_model.requests import format_amount
 from webhook.warnings.kinds import WarningKind
+from webhook.warnings.lines import EXPLAIN, MORE, Parts
 
 __all__ = ["PairsGroup", "kubelet_refusal_warning", "no_fit_warning", "pairs_warning"]
 

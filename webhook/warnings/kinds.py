@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Fitted", "WarningKind"]
+__all__ = ["WarningKind", "WarningLine"]
 
 
 class WarningKind(StrEnum):
@@ -27,7 +27,7 @@ class WarningKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Fitted:
+class WarningLine:
     """A warning line as sent (`topoplace: ` and all, within the limit) and its kind."""
 
     kind: WarningKind

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.explain.checks import PodPlan
-from webhook.explain.free import ZonesOf, free_refusal
+from webhook.nodefit.checks import PodPlan
+from webhook.nodefit.free_check import ZonesOf, free_refusal
 from webhook.policy.model import PlacementPolicy
-from webhook.warnings.fit import Parts
 from webhook.warnings.kinds import WarningKind
+from webhook.warnings.lines import Parts
 
 __all__ = ["NoRoom", "free_warning", "no_room", "scheduler_warning"]
 

@@ -8,30 +8,61 @@ In this order:
    GPU↔NIC pairs not guaranteed on a node it fits (policies that ask for pairs);
 3. the policy's scheduler is not running (with `--numa-scheduling`; said with or without
    the node cache, whatever the nodes say).
-Each is fitted once (fit.py): `topoplace: ` counted, the pointer to explain kept; each
+Each is shortened once (lines.py): `topoplace: ` counted, the pointer to explain kept; each
 keeps its kind (kinds.py) for the webhook's count of warnings by kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
+from webhook import jsonio
+from webhook.nodefit.checks import plan_for
+from webhook.nodefit.node_index import NodeIndex
+from webhook.placement_model.zones import NodeZones
 from webhook.policy.model import PlacementPolicy
 from webhook.policy.notes import asks_pairs
-from webhook.warnings.facts import NodeFacts
-from webhook.warnings.fit import Parts, fitted
+from webhook.warnings.facts import IndexFacts, NodeFacts
 from webhook.warnings.hardware import kubelet_refusal_warning, no_fit_warning, pairs_warning
-from webhook.warnings.kinds import Fitted
+from webhook.warnings.kinds import WarningLine
+from webhook.warnings.lines import Parts, as_line
 from webhook.warnings.now import free_warning, scheduler_warning
 
-__all__ = ["NodeWarnings", "PlacementWarnings", "node_warnings"]
-
-# (mutated pod, the policy applied) -> the node warnings, fitted (NodeCache.check)
-NodeWarnings = Callable[[Mapping[str, Any], PlacementPolicy | None], Sequence[Fitted]]
+__all__ = ["NodeSource", "PlacementWarnings", "ZoneSource", "node_warnings"]
 
 
-def node_warnings(facts: NodeFacts) -> list[Fitted]:
+class NodeSource(Protocol):
+    """Every node, as a plain store keeps it (webhook/stores/node_store.py)."""
+
+    ready: bool  # the first list is in
+    index: NodeIndex
+
+
+class ZoneSource(Protocol):
+    """Free capacity per NUMA node (webhook/scheduler/nrt_cache.py)."""
+
+    generation: int
+
+    def get(self, node: str) -> NodeZones | None: ...
+
+
+_ANSWERS_MAX = 1024
+# What a verdict depends on in a mutated pod (besides the policy, compared by identity).
+_SPEC_KEYS = ("affinity", "nodeSelector", "tolerations", "nodeName", "overhead", "resources")
+
+
+def _signature(pod: Mapping[str, Any]) -> bytes:
+    spec = pod.get("spec") or {}
+    containers = [
+        (c.get("resources"), c.get("restartPolicy"))
+        for key in ("initContainers", "containers")
+        for c in spec.get(key) or ()
+    ]
+    return jsonio.dumps([[spec.get(k) for k in _SPEC_KEYS], containers])
+
+
+def node_warnings(facts: NodeFacts) -> list[WarningLine]:
     """The warnings about the nodes, fitted, in order (steps 1 and 2 above)."""
     plan = facts.plan
     found: list[Parts | None] = []
@@ -45,30 +76,59 @@ def node_warnings(facts: NodeFacts) -> list[Fitted]:
                 found.append(free_warning(plan, facts.no_room()))
             if asks_pairs(facts.policy):
                 found.append(pairs_warning(plan, facts.pair_groups()))
-    return [fitted(parts) for parts in found if parts is not None]
+    return [as_line(parts) for parts in found if parts is not None]
 
 
 class PlacementWarnings:
-    """The webhook's one fit check (webhook/server/admission.py's FitCheck): the node
-    warnings, then the scheduler's. `nodes` is the node cache's check (it keeps answers per
-    node change), `scheduler_problem` the Lease verdict by scheduler name; either may be
-    absent (no `--node-cache`, no `--numa-scheduling`)."""
+    """The webhook's one fit evaluation at admission: the node warnings, then the scheduler's.
+
+    It reads the node store (`nodes`) and the free capacity per NUMA node (`zones`) as plain
+    stores, and the Lease verdict by scheduler name (`scheduler_problem`); any may be absent
+    (no `--node-cache`, no `--numa-scheduling`). The pods of one Job are alike: each shape is
+    judged once per node change, the answer kept until the index or the zones move.
+    """
 
     def __init__(
         self,
         *,
-        nodes: NodeWarnings | None = None,
+        nodes: NodeSource | None = None,
+        zones: ZoneSource | None = None,
         scheduler_problem: Callable[[str], str | None] | None = None,
     ) -> None:
         self._nodes = nodes
+        self._zones = zones
         self._scheduler_problem = scheduler_problem
+        # pod signature -> (policy, index, its generation and the zones', the answer then)
+        self._answers: dict[
+            bytes, tuple[PlacementPolicy, NodeIndex, tuple[int, int], tuple[WarningLine, ...]]
+        ] = {}
 
-    def __call__(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[Fitted]:
+    def __call__(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[WarningLine]:
         if policy is None:
             return []
-        found = list(self._nodes(pod, policy)) if self._nodes is not None else []
+        found = self._node_warnings(pod, policy)
         if self._scheduler_problem is not None:
             parts = scheduler_warning(pod, policy, self._scheduler_problem)
             if parts is not None:
-                found.append(fitted(parts))
+                found.append(as_line(parts))
         return found
+
+    def _node_warnings(self, pod: Mapping[str, Any], policy: PlacementPolicy) -> list[WarningLine]:
+        """None until the store's first list is in."""
+        nodes = self._nodes
+        if nodes is None or not nodes.ready:
+            return []
+        index, zones = nodes.index, self._zones
+        generation = (index.generation, zones.generation if zones is not None else 0)
+        key = _signature(pod)
+        known = self._answers.get(key)
+        fresh = known is not None and known[0] is policy and known[1] is index
+        if fresh and known is not None and known[2] == generation:
+            return list(known[3])
+        zones_of = zones.get if zones is not None else None
+        facts = IndexFacts(index, plan_for(pod, policy), policy, zones_of)
+        warnings = tuple(node_warnings(facts))
+        if len(self._answers) >= _ANSWERS_MAX:
+            self._answers.clear()
+        self._answers[key] = (policy, index, generation, warnings)
+        return list(warnings)

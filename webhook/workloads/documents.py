@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.engine.patch import JsonPatch
-from webhook.engine.pod_shape import InvalidPod
+from webhook.engine.pod_fields import InvalidPod
 from webhook.policy.loader import PolicySet
 from webhook.vocabulary import POLICY_LABEL
 from webhook.workloads.mutation import inherits_label, mutate_workload

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.engine.patch import JsonPatch, json_diff, prefix_patch
-from webhook.engine.pod_shape import InvalidPod
+from webhook.engine.pod_fields import InvalidPod
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import KeepTogether

@@ -14,7 +14,7 @@ from agent.cli.main import main
 from agent.discovery.discover import DiscoveryOptions, discover
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label
 from tests.agent.audit.kubelet_stub import FakeKubelet, devices
-from tests.webhook.explain.pair_nodes import COMPUTE, STORAGE, offer
+from tests.webhook.nodefit.pair_nodes import COMPUTE, STORAGE, offer
 
 
 def published(sysfs: Path, socket: Path | None) -> tuple[str | None, object]:

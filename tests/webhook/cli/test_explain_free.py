@@ -12,8 +12,8 @@ from pathlib import Path
 import yaml
 
 from tests.webhook.builders import policy_doc, write_yaml
-from tests.webhook.explain.conftest import EXAMPLE_NODES
-from tests.webhook.topology.nrt import nrt
+from tests.webhook.nodefit.conftest import EXAMPLE_NODES
+from tests.webhook.placement_model.nrt import nrt
 
 REPO = Path(__file__).resolve().parents[3]
 

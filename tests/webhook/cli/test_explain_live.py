@@ -17,7 +17,7 @@ from aiohttp import web
 from common.kubectl_plugin import main as kubectl_main
 from tests.agent.sync.fake_apiserver import TOKEN
 from tests.webhook.cli.test_explain_kubeconfig import FLEET, run
-from tests.webhook.explain.conftest import EXAMPLE_NODES, POLICIES
+from tests.webhook.nodefit.conftest import EXAMPLE_NODES, POLICIES
 from tests.webhook.server.fake_nodes import NodeApiServer
 from webhook.cli.main import main as webhook_main
 

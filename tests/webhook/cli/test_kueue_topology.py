@@ -15,7 +15,7 @@ from tests.webhook.builders import policy_doc, write_yaml
 from tests.webhook.cli.test_explain_kubeconfig import run
 from tests.webhook.server.fake_nodes import NodeApiServer
 from webhook.cli.main import main as webhook_main
-from webhook.topology.levels import HOSTNAME, fleet_levels
+from webhook.placement_model.levels import HOSTNAME, fleet_levels
 
 T1, T2, T3 = (f"topoplace.io/network-tier-{n}" for n in (1, 2, 3))
 DOMAIN = "topoplace.io/nvlink-domain"

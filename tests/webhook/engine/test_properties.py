@@ -18,8 +18,8 @@ from tests.kube import assert_valid, parse_quantity, qos_class
 from tests.webhook.builders import SETTINGS, policy_doc, write_yaml
 from tests.webhook.strategies import container, pods
 from webhook.engine.recipe import mutate
+from webhook.placement_model.filters.selectors import parse_required, term_matches
 from webhook.policy.loader import PolicySet, load_policy_dir
-from webhook.topology.filters.selectors import parse_required, term_matches
 from webhook.vocabulary import APPLIED_ANNOTATION
 
 FULL = policy_doc(

@@ -15,10 +15,10 @@ from common.cache_layout import CACHE_OWNER
 from common.vocabulary import Label, dataset_label
 from tests.webhook.builders import GPU, SETTINGS, check_mutation, container, make_pod, policy_doc
 from webhook.engine.datasets import CACHE_VOLUME
-from webhook.engine.mutation import EngineSettings
-from webhook.engine.pod_shape import InvalidPod
+from webhook.engine.outcome import EngineSettings
+from webhook.engine.pod_fields import InvalidPod
 from webhook.engine.recipe import mutate
-from webhook.topology.shapes import SHAPE_LABELS
+from webhook.placement_model.shape_terms import SHAPE_LABELS
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
 
 PLACEMENT = {
@@ -635,7 +635,7 @@ def test_a_cache_bound_reaches_every_prefetcher_as_the_agent_reads_it(
     import argparse
 
     from agent.cli.prefetch import parse_size
-    from webhook.engine.mutation import add_engine_arguments, settings_from_args
+    from webhook.engine.outcome import add_engine_arguments, settings_from_args
 
     parser = argparse.ArgumentParser()
     add_engine_arguments(parser)
@@ -652,7 +652,7 @@ def test_a_cache_bound_reaches_every_prefetcher_as_the_agent_reads_it(
 def test_a_cache_bound_that_is_not_a_size_in_bytes_is_named(bad: str) -> None:
     import argparse
 
-    from webhook.engine.mutation import add_engine_arguments, settings_from_args
+    from webhook.engine.outcome import add_engine_arguments, settings_from_args
 
     parser = argparse.ArgumentParser()
     add_engine_arguments(parser)

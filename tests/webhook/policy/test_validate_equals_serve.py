@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.webhook.builders import SETTINGS, container, make_pod
 from webhook.cli.main import main as webhook_main
-from webhook.engine.pod_shape import InvalidPod
+from webhook.engine.pod_fields import InvalidPod
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicyLoadError, load_policy_dir
 from webhook.server.reload import PolicyStore, PolicyWatcher

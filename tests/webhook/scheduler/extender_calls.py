@@ -1,7 +1,7 @@
 """kube-scheduler's side of the extender, played over real HTTP for the scheduler tests:
 ExtenderArgs bodies as it sends them (Go field names, the whole Pod, node names only), and
 the Pod objects the watch of bound pods delivers after its bind, the kubelet's status and a
-refusal. The NodeResourceTopology objects are tests/webhook/topology/nrt.py's."""
+refusal. The NodeResourceTopology objects are tests/webhook/placement_model/nrt.py's."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.webhook.topology.nrt import nrt
+from tests.webhook.placement_model.nrt import nrt
 from webhook.scheduler.accounting import Ledger
 from webhook.scheduler.nrt_cache import NrtCache
 from webhook.scheduler.routes import add_routes

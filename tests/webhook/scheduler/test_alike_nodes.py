@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.webhook.topology.nrt import nrt
+from tests.webhook.placement_model.nrt import nrt
+from webhook.placement_model.free_now import FreeFit, free_fit
+from webhook.placement_model.kubelet_admission import pod_units
+from webhook.placement_model.zones import zones_from_object
 from webhook.scheduler.extender import ExtenderArgs, filter_nodes, prioritize, score
 from webhook.scheduler.nrt_cache import NrtCache
-from webhook.topology.admission import pod_units
-from webhook.topology.fit import FreeFit, free_fit
-from webhook.topology.zones import zones_from_object
 
 # Free GPUs per zone of the machine classes of a fleet: whole, half taken, full.
 _MIX = ((4, 4), (0, 4), (0, 0), (4, 4, 4, 4))
@@ -75,8 +75,8 @@ def test_5000_names_and_20_containers_get_each_node_its_own_answer() -> None:
 def test_nodes_with_pods_pending_still_share_one_record_per_class() -> None:
     """100 pods bound to 100 alike nodes and not shown yet: the ledger's view of those nodes
     is one record, judged once, and each node gets what a node-by-node judgement gives."""
+    from webhook.placement_model.free_now import less_taken
     from webhook.scheduler.accounting import Ledger
-    from webhook.topology.fit import less_taken
 
     cache = _fleet(400)
     ledger = Ledger(cache)

@@ -115,8 +115,8 @@ async def test_a_pod_without_uid_or_nodes_is_answered_and_holds_nothing(
 )  # fmt: skip
 def test_scores_round_halves_up(fits: bool, tightness: float, expected: int) -> None:
     """1 GPU of 4 free scores 3, not round()'s 2 (halves to even): 1 of 4 and 1 of 3 tie."""
+    from webhook.placement_model.free_now import FreeFit
     from webhook.scheduler.extender import score
-    from webhook.topology.fit import FreeFit
 
     assert score(FreeFit(fits, tightness=tightness)) == expected
     assert score(None) == 0

@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 import trustme
 
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.server.app import ServerConfig
 from webhook.server.runner import WebhookServer
 

@@ -25,7 +25,7 @@ from tests.webhook.server.conftest import (
     server_config,
 )
 from webhook.server.runner import WebhookServer
-from webhook.warnings.fit import LIMIT
+from webhook.warnings.lines import LIMIT
 
 
 def _patched(review: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
@@ -267,7 +267,9 @@ async def test_engine_crash_fails_open_with_warning(
         response = answer["response"]
         assert response["allowed"] is True and "patch" not in response
         assert "internal error" in response["warnings"][0]
-        crash = [r for r in caplog.records if r.exc_info and r.name == "webhook.server.admission"]
+        crash = [
+            r for r in caplog.records if r.exc_info and r.name == "webhook.server.pod_admission"
+        ]
         assert crash and crash[0].__dict__["uid"] == review["request"]["uid"]
         # Pods that did not opt in never reach the engine.
         status, answer = await post_review(

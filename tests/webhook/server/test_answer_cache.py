@@ -14,7 +14,7 @@ import yaml
 
 from tests.webhook.claims.fake_apiserver import FakeApiServer as ClaimsApiServer
 from tests.webhook.claims.fake_apiserver import running
-from tests.webhook.explain.conftest import EXAMPLE_NODES
+from tests.webhook.nodefit.conftest import EXAMPLE_NODES
 from tests.webhook.server.conftest import (
     TlsFiles,
     admission_review,
@@ -26,15 +26,15 @@ from tests.webhook.server.conftest import (
     wait_until,
 )
 from tests.webhook.server.fake_nodes import NodeApiServer
-from tests.webhook.server.test_template_cache import template
+from tests.webhook.stores.test_claim_template_store import template
 from webhook import jsonio
-from webhook.engine.mutation import EngineSettings
-from webhook.server.admission import Admission, PolicyAdmitter
+from webhook.engine.outcome import EngineSettings
 from webhook.server.answer_cache import CachedAdmitter, request_key
+from webhook.server.pod_admission import Admission, PolicyAdmitter
 from webhook.server.review import ReviewRequest, parse_review
 from webhook.server.runner import WebhookServer
-from webhook.server.template_cache import TemplateCache
 from webhook.server.workload_admission import WorkloadAdmitter
+from webhook.stores.claim_template_store import ClaimTemplateStore
 
 FLEET = {n["metadata"]["name"]: n for n in yaml.safe_load(EXAMPLE_NODES.read_text())["items"]}
 FAR = ("pcie-l40s-a", "workstation-a")  # no GPU-NIC link at PXB or better: ddp fits neither
@@ -257,7 +257,7 @@ async def test_a_new_claim_template_is_seen_by_the_next_admission(
         )
         async with WebhookServer(config) as server:
             templates = server.state.templates if server.state is not None else None
-            assert isinstance(templates, TemplateCache)
+            assert isinstance(templates, ClaimTemplateStore)
 
             async def watching() -> bool:
                 return templates.ready and fake.watching("templates")

@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from tests.webhook.server.conftest import TlsFiles, admission_review, gpu_pod, server_config
-from webhook.engine.pod_shape import MAX_CONTAINERS, MAX_DEVICES
+from webhook.engine.pod_fields import MAX_CONTAINERS, MAX_DEVICES
 from webhook.server.runner import WebhookServer
 
 SHIPPED = Path(__file__).resolve().parents[3] / "policies"

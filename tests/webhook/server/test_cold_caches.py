@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 
 from tests.agent.sync.fake_apiserver import Fault
+from tests.webhook.placement_model.nrt import nrt
 from tests.webhook.server.conftest import TlsFiles, admission_review, gpu_pod, post_review
 from tests.webhook.server.conftest import wait_until as wait_for
 from tests.webhook.server.fake_topology import TopologyApiServer
 from tests.webhook.server.test_numa_scheduling import NUMA_POLICY, numa_server, single_numa_dgx
-from tests.webhook.topology.nrt import nrt
 
 THROTTLED = Fault(429, retry_after="1")
 NO_ROOM = "has room on one NUMA node now"

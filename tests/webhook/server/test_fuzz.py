@@ -21,16 +21,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.webhook.server.conftest import admission_review, gpu_pod
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.policy.loader import load_policy_dir
 from webhook.server import review
-from webhook.server.admission import PolicyAdmitter
 from webhook.server.app import WebhookState, make_app
 from webhook.server.metrics import WebhookMetrics
+from webhook.server.pod_admission import PolicyAdmitter
 from webhook.server.reload import PolicyStore
 from webhook.server.review import MalformedReview, ReviewRequest, parse_review
 from webhook.server.runner import WebhookServer
-from webhook.warnings.fit import LIMIT
+from webhook.warnings.lines import LIMIT
 
 # Values are built from a seed with the stdlib PRNG: hypothesis's recursive strategies cost
 # several ms per example here, and thousands of cases must fit in seconds. Failures still

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.webhook.placement_model.nrt import nrt
 from tests.webhook.server.conftest import (
     TlsFiles,
     admission_review,
@@ -25,8 +26,7 @@ from tests.webhook.server.conftest import (
     wait_until,
 )
 from tests.webhook.server.fake_topology import TopologyApiServer
-from tests.webhook.server.test_node_cache import FLEET
-from tests.webhook.topology.nrt import nrt
+from tests.webhook.stores.test_node_store import FLEET
 from webhook.server.runner import WebhookServer
 
 NUMA_POLICY = """\

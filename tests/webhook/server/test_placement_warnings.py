@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.webhook.placement_model.nrt import nrt
 from tests.webhook.server.conftest import (
     TlsFiles,
     admission_review,
@@ -22,13 +23,12 @@ from tests.webhook.server.conftest import (
     warning_counts,
 )
 from tests.webhook.server.fake_topology import TopologyApiServer
-from tests.webhook.server.test_node_cache import FLEET
 from tests.webhook.server.test_numa_scheduling import NUMA_POLICY
-from tests.webhook.topology.nrt import nrt
+from tests.webhook.stores.test_node_store import FLEET
 from webhook.server.app import ServerConfig
 from webhook.server.runner import WebhookServer
-from webhook.warnings.fit import EXPLAIN, LIMIT, PREFIX
 from webhook.warnings.kinds import WarningKind
+from webhook.warnings.lines import EXPLAIN, LIMIT, PREFIX
 
 # A pod label value, so at most 63 characters; node names may be far longer (253).
 LONG_POLICY = "distributed-data-parallel-training-on-hgx-h100-with-rdma-pairs"

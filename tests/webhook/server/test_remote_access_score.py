@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 
 from common.node_resource_topology import REMOTE_ACCESS_ATTRIBUTE
+from tests.webhook.placement_model.nrt import nrt
 from tests.webhook.server.conftest import TlsFiles, wait_until
 from tests.webhook.server.fake_topology import TopologyApiServer
 from tests.webhook.server.test_numa_scheduling import (
@@ -24,9 +25,8 @@ from tests.webhook.server.test_numa_scheduling import (
     scheduled_pod,
     single_numa_dgx,
 )
-from tests.webhook.topology.nrt import nrt
-from webhook.explain.free import remote_note, remote_penalty
-from webhook.topology.zones import zones_from_object
+from webhook.nodefit.free_check import remote_note, remote_penalty
+from webhook.placement_model.zones import zones_from_object
 
 LEARNING_POLICY = NUMA_POLICY.replace("name: numa", "name: learning").replace(
     "numaAwareScheduler: topoplace-numa-scheduler",
@@ -107,9 +107,9 @@ def test_the_figure_is_the_busiest_zone_and_a_bad_value_is_no_figure() -> None:
 
 
 def test_explain_shows_the_figure_per_node(tmp_path: Path) -> None:
-    from webhook.explain.verdict import explain_pod
+    from webhook.nodefit.explanation import explain_pod
+    from webhook.placement_model.filters.nodes import NodeView
     from webhook.policy.loader import load_policy_dir
-    from webhook.topology.filters.nodes import NodeView
 
     (tmp_path / "learning.yaml").write_text(LEARNING_POLICY)
     policies = load_policy_dir(tmp_path)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.webhook.server.conftest import REFERENCE_REVIEW, admission_review, gpu_pod
-from webhook.server.admission import build_response
+from webhook.server.pod_admission import build_response
 from webhook.server.review import MalformedReview, parse_review
-from webhook.warnings.fit import fit_text
+from webhook.warnings.lines import plain_line
 
 
 def _body(doc: Any) -> bytes:
@@ -114,14 +114,14 @@ def test_warnings_are_prefixed_single_line_and_short() -> None:
 
 def test_fitted_lines_follow_the_engine_warnings_and_are_not_cut_again() -> None:
     line = "topoplace: " + "x" * 212 + "; run `kubectl topoplace explain`"  # 256 characters
-    out = build_response("u-5", warnings=["rounded up"], fitted=[line])["response"]
+    out = build_response("u-5", warnings=["rounded up"], lines=[line])["response"]
     assert out["warnings"] == ["topoplace: rounded up", line]
 
 
 def test_warning_of_exactly_the_limit_is_kept_whole() -> None:
     text = "x" * (256 - len("topoplace: "))
-    assert fit_text(text) == "topoplace: " + text
-    assert len(fit_text(text + "y")) == 256
+    assert plain_line(text) == "topoplace: " + text
+    assert len(plain_line(text + "y")) == 256
 
 
 def test_error_messages_do_not_echo_huge_values() -> None:

@@ -19,7 +19,7 @@ from tests.webhook.server.conftest import (
     sent_warnings,
     server_config,
 )
-from webhook.engine.mutation import EngineSettings
+from webhook.engine.outcome import EngineSettings
 from webhook.server.runner import WebhookServer
 from webhook.vocabulary import POLICY_LABEL
 

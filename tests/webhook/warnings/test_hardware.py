@@ -7,15 +7,15 @@ from pathlib import Path
 
 import yaml
 
-from tests.webhook.explain.conftest import EXAMPLE_NODES
-from tests.webhook.explain.test_index import POLICY_SET, gpu_pod
+from tests.webhook.nodefit.conftest import EXAMPLE_NODES
+from tests.webhook.nodefit.test_index import POLICY_SET, gpu_pod
 from webhook.engine.recipe import mutate
-from webhook.explain.checks import plan_for
-from webhook.explain.index import NodeIndex
+from webhook.nodefit.checks import plan_for
+from webhook.nodefit.node_index import NodeIndex
+from webhook.placement_model.filters.nodes import NodeView
 from webhook.policy.loader import load_policy_dir
-from webhook.topology.filters.nodes import NodeView
-from webhook.warnings.fit import EXPLAIN, LIMIT, fit
 from webhook.warnings.hardware import no_fit_warning
+from webhook.warnings.lines import EXPLAIN, LIMIT, shorten
 
 
 def test_the_warning_names_the_nearest_misses_within_256_characters() -> None:
@@ -24,7 +24,7 @@ def test_the_warning_names_the_nearest_misses_within_256_characters() -> None:
     result = mutate(gpu_pod("single-numa-partial", 8), "ml-team", POLICY_SET)
     plan = plan_for(result.pod, POLICY_SET.get("single-numa-partial"))
     parts = no_fit_warning(plan, index.assess(plan), len(index))
-    assert parts is not None and len(warning := fit(parts)) <= LIMIT
+    assert parts is not None and len(warning := shorten(parts)) <= LIMIT
     assert warning.startswith(
         "topoplace: no node fits placement policy single-numa-partial for 8 GPUs: "
     )
@@ -52,6 +52,6 @@ def test_a_long_warning_is_cut_not_overflowing(tmp_path: Path) -> None:
     plan = plan_for(result.pod, policies.get("long"))
     parts = no_fit_warning(plan, NodeIndex(views).assess(plan), len(views))
     assert parts is not None and len(parts.text()) > LIMIT  # whole, it would not fit
-    warning = fit(parts)
+    warning = shorten(parts)
     assert len(warning) <= LIMIT and warning.endswith(f", …{EXPLAIN}")
     assert warning.startswith("topoplace: no node fits placement policy long for 1 GPU: 1 node ")

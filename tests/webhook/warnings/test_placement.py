@@ -6,18 +6,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
 
-from tests.webhook.explain.test_index import POLICY_SET, gpu_pod
+from tests.webhook.nodefit.test_index import POLICY_SET, gpu_pod
 from tests.webhook.server.test_numa_scheduling import NUMA_POLICY
 from webhook.engine.recipe import mutate
-from webhook.explain.checks import PodPlan, plan_for
-from webhook.explain.masks import Assessment, Miss
-from webhook.explain.pairs import PairsVerdict
+from webhook.nodefit.checks import PodPlan, plan_for
+from webhook.nodefit.node_index import NodeIndex
+from webhook.nodefit.node_masks import Assessment, Miss
+from webhook.nodefit.pairs_check import PairsVerdict
+from webhook.placement_model.filters.nodes import NodeView
 from webhook.policy.loader import load_policy_dir
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.hardware import PairsGroup
-from webhook.warnings.kinds import Fitted, WarningKind
+from webhook.warnings.kinds import WarningKind, WarningLine
 from webhook.warnings.now import NoRoom
 from webhook.warnings.placement import PlacementWarnings, node_warnings
 
@@ -96,19 +98,38 @@ def test_nothing_wrong_nothing_said_and_no_nodes_nothing_asked() -> None:
 
 def test_the_scheduler_comes_last_with_or_without_the_node_cache(tmp_path: Path) -> None:
     (tmp_path / "numa.yaml").write_text(NUMA_POLICY)
-    policy = load_policy_dir(tmp_path).get("numa")
-    pod: dict[str, Any] = {"spec": {"schedulerName": "topoplace-numa-scheduler"}}
+    policies = load_policy_dir(tmp_path)
+    mutation = mutate(gpu_pod("numa", 2), "ml", policies)
+    pod, policy = mutation.pod, mutation.applied
+    assert policy is not None and pod["spec"]["schedulerName"] == "topoplace-numa-scheduler"
     problem = {"topoplace-numa-scheduler": "scheduler 'x' is not running (no Lease)"}.get
-    from_nodes = Fitted(WarningKind.NO_ROOM, "topoplace: from the nodes")
-    check = PlacementWarnings(nodes=lambda _pod, _policy: [from_nodes], scheduler_problem=problem)
-    assert check(pod, policy) == [
-        from_nodes,
-        Fitted(
-            WarningKind.SCHEDULER,
-            "topoplace: scheduler 'x' is not running (no Lease): the pod stays Pending until it "
-            "runs (placement.numaAwareScheduler)",
-        ),
-    ]
-    assert len(PlacementWarnings(scheduler_problem=problem)(pod, policy)) == 1
+    # A node store with one node the agent never labelled: the pod fits no node.
+    bare = {"metadata": {"name": "bare", "labels": {}}, "status": {"allocatable": {}}}
+    store = SimpleNamespace(ready=True, index=NodeIndex([NodeView.from_object(bare)]))
+    check = PlacementWarnings(nodes=store, scheduler_problem=problem)
+    warned = check(pod, policy)
+    assert [w.kind for w in warned] == [WarningKind.NO_FIT, WarningKind.SCHEDULER]
+    assert warned[1] == WarningLine(
+        WarningKind.SCHEDULER,
+        "topoplace: scheduler 'x' is not running (no Lease): the pod stays Pending until it "
+        "runs (placement.numaAwareScheduler)",
+    )
+    # The store not listed yet, or none: the scheduler's warning alone.
+    cold = SimpleNamespace(ready=False, index=store.index)
+    assert PlacementWarnings(nodes=cold, scheduler_problem=problem)(pod, policy) == warned[1:]
+    assert PlacementWarnings(scheduler_problem=problem)(pod, policy) == warned[1:]
     assert PlacementWarnings(scheduler_problem=problem)({"spec": {}}, policy) == []
     assert check(pod, None) == []
+
+
+def test_alike_pods_are_judged_once_per_node_change(tmp_path: Path) -> None:
+    (tmp_path / "numa.yaml").write_text(NUMA_POLICY)
+    mutation = mutate(gpu_pod("numa", 2), "ml", load_policy_dir(tmp_path))
+    bare = {"metadata": {"name": "bare", "labels": {}}, "status": {"allocatable": {}}}
+    store = SimpleNamespace(ready=True, index=NodeIndex([NodeView.from_object(bare)]))
+    check = PlacementWarnings(nodes=store)
+    first = check(mutation.pod, mutation.applied)
+    assert [w.kind for w in first] == [WarningKind.NO_FIT]
+    # The index moves (a node event): the verdict follows it at once.
+    store.index.remove("bare")
+    assert check(mutation.pod, mutation.applied) == []

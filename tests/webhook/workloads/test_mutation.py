@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.kube import assert_valid, qos_class
 from tests.webhook.builders import SETTINGS, container
-from webhook.engine.pod_shape import InvalidPod
+from webhook.engine.pod_fields import InvalidPod
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import load_policy_dir
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL

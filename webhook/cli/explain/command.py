@@ -17,13 +17,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webhook.engine.mutation import add_engine_arguments, settings_from_args
+from webhook.engine.outcome import add_engine_arguments, settings_from_args
 
 if TYPE_CHECKING:
     from webhook.cli.explain.live import LiveObject
-    from webhook.explain.verdict import Explanation
-    from webhook.topology.filters.nodes import NodeView
-    from webhook.topology.zones import NodeZones
+    from webhook.nodefit.explanation import Explanation
+    from webhook.placement_model.filters.nodes import NodeView
+    from webhook.placement_model.zones import NodeZones
 
 __all__ = ["add_arguments", "run"]
 
@@ -94,12 +94,12 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from common.kube_config import ConfigError
-    from webhook.engine.pod_shape import InvalidPod
-    from webhook.explain.verdict import explain_pod
+    from webhook.engine.pod_fields import InvalidPod
     from webhook.kube_read import ApiError
+    from webhook.nodefit.explanation import explain_pod
+    from webhook.placement_model.filters.nodes import NodeError, node_views
+    from webhook.placement_model.zones import ZoneError, zones_of_documents
     from webhook.policy.loader import PolicyLoadError, load_policy_dir
-    from webhook.topology.filters.nodes import NodeError, node_views
-    from webhook.topology.zones import ZoneError, zones_of_documents
     from webhook.yaml_io import YamlInputError, load_documents
 
     settings = settings_from_args(args)

@@ -14,11 +14,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.explain.domains import WorkloadDomains, explain_domains, group_constraint
-from webhook.explain.free import ZonesOf
-from webhook.explain.render import to_json, to_table
-from webhook.explain.verdict import Explanation
-from webhook.topology.filters.nodes import NodeView
+from webhook.cli.explain.render import to_json, to_table
+from webhook.nodefit.domains import WorkloadDomains, explain_domains, group_constraint
+from webhook.nodefit.explanation import Explanation
+from webhook.nodefit.free_check import ZonesOf
+from webhook.placement_model.filters.nodes import NodeView
 from webhook.workloads.templates import pods_of
 
 __all__ = ["domains_json", "domains_table", "render_with_domains", "workload_domains"]
