@@ -12,13 +12,14 @@ written in its smallest equivalent form (webhook/placement_model/filters/minimal
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from common.kubelet_contract import TOPOLOGY_MANAGER_POLICIES
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook import jsonio
 from webhook.engine.patch import clone
+from webhook.engine.pod_fields import required_terms
 from webhook.placement_model.filters.minimal import minimal_terms
 from webhook.placement_model.kubelet_admission import PodUnits
 from webhook.placement_model.shape_terms import SHAPE_LABELS, admitting_terms
@@ -35,6 +36,7 @@ __all__ = [
     "add_required",
     "dataset_preferences",
     "kubelet_terms",
+    "least_numa_request",
     "numa_request",
     "required_expressions",
     "shape_args",
@@ -52,10 +54,22 @@ class NumaRequest(NamedTuple):
     memory_gib: int  # the Guaranteed pod's memory, GiB rounded up
 
 
+def _numa_need(amounts: Mapping[str, int]) -> NumaRequest:
+    """Whole CPUs and GiB, rounded up as the agent's per-NUMA-node labels count them."""
+    return NumaRequest(-(-amounts.get("cpu", 0) // 1000), -(-amounts.get("memory", 0) // _GIB))
+
+
 def numa_request(units: PodUnits) -> NumaRequest:
     """The pod-wide amounts the static CPU and memory managers align (scope pod)."""
-    amounts = units.pod[0].amounts if units.pod else {}
-    return NumaRequest(-(-amounts.get("cpu", 0) // 1000), -(-amounts.get("memory", 0) // _GIB))
+    return _numa_need(units.pod[0].amounts if units.pod else {})
+
+
+def least_numa_request(pod: NumaRequest, units: PodUnits) -> NumaRequest:
+    """`pod` lowered to the largest container's own needs (scope container asks no more)."""
+    needs = [_numa_need(u.amounts) for u in units.container]
+    cpus = max((n.cpus for n in needs), default=0)
+    memory = max((n.memory_gib for n in needs), default=0)
+    return NumaRequest(min(pod.cpus, cpus), min(pod.memory_gib, memory))
 
 
 class ShapeArgs(NamedTuple):
@@ -232,9 +246,7 @@ def _minimal(terms: list[Any]) -> list[Any]:
 def user_terms(spec: dict[str, Any]) -> int:
     """How many terms the kubelet shapes will multiply: the pod's own terms, less what an
     earlier admission of ours wrote (at least one)."""
-    node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    return max(len(_cores(required.get("nodeSelectorTerms") or [], set())), 1)
+    return max(len(_cores(required_terms(spec), set())), 1)
 
 
 def _cores(terms: list[Any], ours: set[Any]) -> list[Any]:

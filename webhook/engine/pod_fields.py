@@ -25,6 +25,7 @@ __all__ = [
     "bounds_problem",
     "check_spec",
     "mapping",
+    "required_terms",
     "select_workers",
 ]
 
@@ -136,11 +137,17 @@ def bounds_problem(spec: dict[str, Any]) -> str | None:
     return _affinity_problem(spec) or _resources_problem(spec)
 
 
-def _affinity_problem(spec: dict[str, Any]) -> str | None:
+def required_terms(spec: dict[str, Any]) -> list[Any]:
+    """The pod's own required nodeSelectorTerms (of a shape-checked spec), as written."""
     node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    terms = (node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+    terms: list[Any] = (node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
         "nodeSelectorTerms"
-    ) or ()
+    ) or []
+    return terms
+
+
+def _affinity_problem(spec: dict[str, Any]) -> str | None:
+    terms = required_terms(spec)
     if len(terms) > MAX_TERMS:
         return f"{len(terms)} required nodeSelectorTerms, more than {MAX_TERMS}"
     for i, term in enumerate(terms):

@@ -24,20 +24,19 @@ from webhook.engine.affinity import (
     user_terms,
 )
 from webhook.engine.datasets import add_datasets
-from webhook.engine.dra import claimed_workers, plan_dra, rewrite
+from webhook.engine.dra import DraPlan, claimed_workers, plan_dra, rewrite
 from webhook.engine.env import add_env
 from webhook.engine.launcher import bind_numa
 from webhook.engine.lone_pod import lone_pod_warning
 from webhook.engine.outcome import EngineSettings, Mutation, grouped_warnings
 from webhook.engine.patch import clone, json_diff
 from webhook.engine.pod_fields import bounds_problem, check_spec, mapping, select_workers
-from webhook.engine.resources import ResourcePlan, apply_resources
+from webhook.engine.resources import ResourcePlan, apply_resources, resource_plan
 from webhook.engine.scheduler import set_scheduler
 from webhook.placement_model.kubelet_admission import pod_units
 from webhook.placement_model.requests import all_containers, pod_gpus
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
-from webhook.policy.quantity import parse_quantity
 from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
 
 __all__ = ["mutate"]
@@ -80,7 +79,9 @@ def mutate(
     new = _working_copy(pod)
     found: list[str] = []
     try:
-        denial = _apply(new["spec"], policy, namespace, _plan(policy, applied), settings, found)
+        denial = _apply(
+            new["spec"], policy, namespace, resource_plan(policy, applied), settings, found
+        )
     except _OutOfBounds as exc:
         return _beyond_bounds(pod, name, str(exc))
     warnings = grouped_warnings(found)
@@ -106,20 +107,12 @@ def _apply(
     settings: EngineSettings,
     warnings: list[str],
 ) -> str | None:
-    """Run every step on `spec`; returns a denial message, or None."""
+    """Run every step on `spec`, in order; returns a denial message, or None."""
     rules = policy.spec
-    workers = select_workers(
-        spec, names=rules.workers, resource=rules.gpu_resource, warnings=warnings
-    )
-    if rules.dra is not None and rules.workers is None:
-        # Seen before: our claim replaced the GPU limit that made these containers workers.
-        known = {id(w) for w in workers}
-        workers += [c for c in claimed_workers(spec, policy) if id(c) not in known]
+    workers = _workers(spec, policy, warnings)
     dra = plan_dra(spec, policy, workers, namespace, settings.claim_templates, warnings)
     if dra.denial is not None:
         return dra.denial
-    # Claims allocate the NICs (or the pod's own claims do): no RDMA extended resource.
-    claimed_plan = replace(plan, rdma=None) if rules.dra is not None else plan
     if not workers and (rules.datasets or rules.env or rules.launcher.numa_binding):
         warnings.append(
             f"no worker containers (named in spec.workers or with a {rules.gpu_resource} "
@@ -134,36 +127,76 @@ def _apply(
         warnings=warnings,
         max_cache_bytes=settings.max_cache_bytes,
     )
+    _resources(spec, policy, plan, dra, workers, injected, warnings)
+    rewrite(spec, policy, dra)
+    _launch(workers, policy, warnings)
+    _affinity(spec, policy, dra, warnings)
+    set_scheduler(spec, rules.placement.numa_aware_scheduler, warnings=warnings)
+    return None
+
+
+def _workers(
+    spec: dict[str, Any], policy: PlacementPolicy, warnings: list[str]
+) -> list[dict[str, Any]]:
+    rules = policy.spec
+    workers = select_workers(
+        spec, names=rules.workers, resource=rules.gpu_resource, warnings=warnings
+    )
+    if rules.dra is not None and rules.workers is None:
+        # Seen before: our claim replaced the GPU limit that made these containers workers.
+        known = {id(w) for w in workers}
+        workers += [c for c in claimed_workers(spec, policy) if id(c) not in known]
+    return workers
+
+
+def _resources(
+    spec: dict[str, Any],
+    policy: PlacementPolicy,
+    plan: ResourcePlan,
+    dra: DraPlan,
+    workers: list[dict[str, Any]],
+    injected: list[dict[str, Any]],
+    warnings: list[str],
+) -> None:
+    # Claims allocate the NICs (or the pod's own claims do): no RDMA extended resource.
+    claimed_plan = replace(plan, rdma=None) if policy.spec.dra is not None else plan
     worker_ids = {id(w) for w in workers}
     # Prefetch containers are built Guaranteed (requests == limits, no GPU): resources would
     # leave them as they are, so they skip it.
     skip = {id(c) for c in injected}
     for container in all_containers(spec):
         if id(container) not in skip:
-            is_worker = id(container) in worker_ids
             gpus = dra.gpus.get(id(container))
             claimed = gpus is not None or dra.own_claims
             apply_resources(
                 container,
                 claimed_plan if claimed else plan,
-                worker=is_worker,
+                worker=id(container) in worker_ids,
                 warnings=warnings,
                 gpus=gpus,
             )
-    rewrite(spec, policy, dra)
-    mode = rules.launcher.numa_binding
+
+
+def _launch(workers: list[dict[str, Any]], policy: PlacementPolicy, warnings: list[str]) -> None:
+    mode = policy.spec.launcher.numa_binding
     for worker in workers:
         if mode is not None and not bind_numa(worker, mode):
             warnings.append(
                 f"worker container {worker.get('name', '?')}: no torchrun in command/args; "
                 f"--numa-binding={mode} not added"
             )
-        add_env(worker, rules.env, warnings=warnings)
+        add_env(worker, policy.spec.env, warnings=warnings)
+
+
+def _affinity(
+    spec: dict[str, Any], policy: PlacementPolicy, dra: DraPlan, warnings: list[str]
+) -> None:
+    """What the kubelet aligns, from the resources just set: singleNumaNode's one NUMA node,
+    and the node shapes whose kubelet admits the pod."""
+    rules = policy.spec
     # After the rewrite this counts only the GPUs left on the device-plugin path.
     gpus = pod_gpus(spec, rules.gpu_resource)
     devices = gpus > 0 or not (dra.active or dra.own_claims)
-    # What the kubelet aligns, from the resources just set: singleNumaNode's one NUMA node,
-    # and the node shapes whose kubelet admits the pod.
     placement = rules.placement
     units = pod_units(spec)
     args = shape_args(placement, units, gpus)
@@ -172,7 +205,7 @@ def _apply(
     shapes = kubelet_terms(args, units, rules.gpu_resource)
     _written_terms_bound(spec, shapes)
     exprs = required_expressions(
-        rules.placement,
+        placement,
         gpus=gpus,
         warnings=warnings,
         devices=devices,
@@ -181,8 +214,6 @@ def _apply(
     )
     add_required(spec, exprs, shapes)
     add_preferred(spec, dataset_preferences(rules.datasets))
-    set_scheduler(spec, rules.placement.numa_aware_scheduler, warnings=warnings)
-    return None
 
 
 def _beyond_bounds(pod: dict[str, Any], name: str, why: str) -> Mutation:
@@ -227,38 +258,6 @@ def _working_copy(pod: dict[str, Any]) -> dict[str, Any]:
     if spec.get("affinity"):
         spec["affinity"] = clone(spec["affinity"])
     return new
-
-
-# Resource plans by `<name>@<content hash>`: a plan depends on the policy content only.
-_PLANS: dict[str, ResourcePlan] = {}
-_PLANS_MAX = 4096
-
-
-def _plan(policy: PlacementPolicy, key: str) -> ResourcePlan:
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= _PLANS_MAX:
-            _PLANS.clear()  # policy sets were replaced many times; start over
-        plan = _PLANS[key] = _make_plan(policy)
-    return plan
-
-
-def _make_plan(policy: PlacementPolicy) -> ResourcePlan:
-    resources = policy.spec.resources
-    memory = resources.memory_per_gpu
-    share = resources.whole_numa_nodes
-    per_numa = None
-    if share is not None:
-        bytes_ = parse_quantity(share.memory) if share.memory is not None else None
-        per_numa = (share.gpus, share.cpu, bytes_)
-    return ResourcePlan(
-        guaranteed=resources.guaranteed,
-        gpu_resource=policy.spec.gpu_resource,
-        cpu_per_gpu=resources.cpu_per_gpu,
-        memory_per_gpu=parse_quantity(memory) if memory is not None else None,
-        rdma=resources.rdma,
-        per_numa_node=per_numa,
-    )
 
 
 def _forbidden(pod: dict[str, Any], policy: PlacementPolicy, namespace: str) -> Mutation:

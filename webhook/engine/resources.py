@@ -12,8 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 from webhook.placement_model.requests import amount, container_gpus
-from webhook.policy.model import Rdma
-from webhook.policy.quantity import ceil_int, format_cpu, format_memory
+from webhook.policy.model import PlacementPolicy, Rdma
+from webhook.policy.quantity import ceil_int, format_cpu, format_memory, parse_quantity
 
 __all__ = [
     "DEFAULT_CPU",
@@ -22,6 +22,7 @@ __all__ = [
     "PREFETCH_MEMORY",
     "ResourcePlan",
     "apply_resources",
+    "resource_plan",
 ]
 
 # Containers that set nothing (log shippers, small sidecars) get this much, requests = limits:
@@ -155,3 +156,36 @@ def _extended(limits: dict[str, Any], requests: dict[str, Any], resource: str) -
         requests[resource] = limits[resource]
     elif resource in requests:
         limits[resource] = requests[resource]
+
+
+# Resource plans by `<name>@<content hash>`: a plan depends on the policy content only.
+_PLANS: dict[str, ResourcePlan] = {}
+_PLANS_MAX = 4096
+
+
+def resource_plan(policy: PlacementPolicy, key: str) -> ResourcePlan:
+    """The policy's resource rules, parsed once per `<name>@<content hash>`."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()  # policy sets were replaced many times; start over
+        plan = _PLANS[key] = _make_plan(policy)
+    return plan
+
+
+def _make_plan(policy: PlacementPolicy) -> ResourcePlan:
+    resources = policy.spec.resources
+    memory = resources.memory_per_gpu
+    share = resources.whole_numa_nodes
+    per_numa = None
+    if share is not None:
+        bytes_ = parse_quantity(share.memory) if share.memory is not None else None
+        per_numa = (share.gpus, share.cpu, bytes_)
+    return ResourcePlan(
+        guaranteed=resources.guaranteed,
+        gpu_resource=policy.spec.gpu_resource,
+        cpu_per_gpu=resources.cpu_per_gpu,
+        memory_per_gpu=parse_quantity(memory) if memory is not None else None,
+        rdma=resources.rdma,
+        per_numa_node=per_numa,
+    )

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from common.vocabulary import LABEL_PREFIX, Label
-from webhook.engine.affinity import NumaRequest, numa_request, required_expressions, shape_args
+from webhook.engine.affinity import (
+    least_numa_request,
+    numa_request,
+    required_expressions,
+    shape_args,
+)
 from webhook.placement_model.filters.selectors import (
     PreferredTerm,
     Requirement,
@@ -81,13 +86,6 @@ def short_key(key: str) -> str:
     return key.removeprefix(LABEL_PREFIX)
 
 
-def _least(pod: NumaRequest, units: PodUnits) -> NumaRequest:
-    """`pod` lowered to the largest container's own needs (scope container asks no more)."""
-    cpus = max((-(-u.amounts.get("cpu", 0) // 1000) for u in units.container), default=0)
-    memory = max((-(-u.amounts.get("memory", 0) // 2**30) for u in units.container), default=0)
-    return NumaRequest(min(pod.cpus, cpus), min(pod.memory_gib, memory))
-
-
 def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     """The checks for a pod as it will be created (already mutated by the webhook).
 
@@ -113,7 +111,7 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
         # by every term the engine wrote, and never refuses a node they match).
         numa = numa_request(units) if placement.single_numa_node else None
         if numa is not None and args is not None:
-            numa = _least(numa, units)
+            numa = least_numa_request(numa, units)
         # The policy words checked on their own too (the kubelet-shape terms imply them):
         # "topology-manager-policy single-numa-node; policy needs restricted" says more.
         ours = required_expressions(placement, gpus=gpus, warnings=[], numa=numa)
