@@ -19,7 +19,7 @@ from common.kubelet_contract import TOPOLOGY_MANAGER_POLICIES
 from common.vocabulary import LINK_WORDS, Label, dataset_label
 from webhook import jsonio
 from webhook.engine.patch import clone
-from webhook.engine.pod_fields import required_terms
+from webhook.engine.pod_fields import PodSpec, required_terms
 from webhook.placement_model.filters.minimal import minimal_terms
 from webhook.placement_model.kubelet_admission import PodUnits
 from webhook.placement_model.shape_terms import SHAPE_LABELS, admitting_terms
@@ -177,7 +177,7 @@ def dataset_preferences(datasets: list[Dataset]) -> list[dict[str, Any]]:
 
 
 def add_required(
-    spec: dict[str, Any],
+    spec: PodSpec,
     exprs: list[Expression],
     alternatives: Sequence[Sequence[Expression]] | None = None,
 ) -> None:
@@ -192,7 +192,7 @@ def add_required(
     reinvocation replaces the shapes rather than adding to them."""
     if not exprs and not alternatives:
         return
-    node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
+    node_affinity = _child(_affinity_of(spec), "nodeAffinity")
     required = _child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
     terms = required.get("nodeSelectorTerms")
     # Expressions may be shared between the terms made, except where the input had terms:
@@ -243,7 +243,7 @@ def _minimal(terms: list[Any]) -> list[Any]:
     return loaded
 
 
-def user_terms(spec: dict[str, Any]) -> int:
+def user_terms(spec: PodSpec) -> int:
     """How many terms the kubelet shapes will multiply: the pod's own terms, less what an
     earlier admission of ours wrote (at least one)."""
     return max(len(_cores(required_terms(spec), set())), 1)
@@ -284,11 +284,11 @@ def _keys_of(alternatives: Sequence[Sequence[Expression]]) -> tuple[frozenset[An
     return keys
 
 
-def add_preferred(spec: dict[str, Any], terms: list[dict[str, Any]]) -> None:
+def add_preferred(spec: PodSpec, terms: list[dict[str, Any]]) -> None:
     """Append the `terms` not already present. Takes ownership of `terms` (pass fresh ones)."""
     if not terms:
         return
-    node_affinity = _child(_child(spec, "affinity"), "nodeAffinity")
+    node_affinity = _child(_affinity_of(spec), "nodeAffinity")
     preferred = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
     new = [t for t in terms if t not in preferred]
     if new:
@@ -301,6 +301,14 @@ def _expr(key: str, operator: str, values: list[str]) -> Expression:
 
 def _key(expr: Expression) -> tuple[Any, Any, tuple[str, ...]]:
     return (expr.get("key"), expr.get("operator"), tuple(sorted(expr.get("values") or ())))
+
+
+def _affinity_of(spec: PodSpec) -> dict[str, Any]:
+    """spec.affinity as a dict, created when absent or null."""
+    value = spec.get("affinity")
+    if not isinstance(value, dict):
+        value = spec["affinity"] = {}
+    return value
 
 
 def _child(parent: dict[str, Any], key: str) -> dict[str, Any]:

@@ -16,9 +16,9 @@ import functools
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
 
 from common.cache_layout import CACHE_OWNER, PREFETCH_CONTAINER_PREFIX
+from webhook.engine.pod_fields import Container, PodSpec
 from webhook.engine.resources import PREFETCH_CPU, PREFETCH_MEMORY
 from webhook.policy.model import Dataset
 
@@ -48,15 +48,15 @@ def version_subpath(dataset: Dataset) -> str:
 
 
 def add_datasets(
-    spec: dict[str, Any],
+    spec: PodSpec,
     datasets: list[Dataset],
-    workers: list[dict[str, Any]],
+    workers: list[Container],
     *,
     cache_root: Path,
     image: str,
     warnings: list[str],
     max_cache_bytes: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Container]:
     """Wire the datasets into the pod; returns the prefetch init containers it added."""
     if not datasets or not workers:
         return []  # nobody would read the data: no volumes, no download
@@ -83,7 +83,7 @@ def add_datasets(
     return _insert_init(spec, prefetchers)
 
 
-def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> None:
+def _mount(worker: Container, dataset: Dataset, warnings: list[str]) -> None:
     mounts = worker.get("volumeMounts") or []
     subpath = version_subpath(dataset)
     for mount in mounts:
@@ -104,12 +104,10 @@ def _mount(worker: dict[str, Any], dataset: Dataset, warnings: list[str]) -> Non
     worker["volumeMounts"] = [*mounts, mount]
 
 
-def _prefetch_container(
-    dataset: Dataset, *, root: str, image: str, bound: int | None
-) -> dict[str, Any]:
+def _prefetch_container(dataset: Dataset, *, root: str, image: str, bound: int | None) -> Container:
     amount = {"cpu": PREFETCH_CPU, "memory": PREFETCH_MEMORY}
     uid, gid = CACHE_OWNER
-    container = {
+    container: Container = {
         "name": prefetch_container_name(dataset),
         "image": image,
         "command": [
@@ -150,7 +148,7 @@ def _prefetch_container(
     return container
 
 
-def _insert_init(spec: dict[str, Any], prefetchers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _insert_init(spec: PodSpec, prefetchers: list[Container]) -> list[Container]:
     """Prefetchers run first, before user init containers (and sidecars) in dataset order."""
     existing = spec.get("initContainers") or []
     names = {c.get("name") for c in existing}

@@ -20,8 +20,9 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from webhook.engine.pod_fields import Container, PodSpec, ResourceRequirements
 from webhook.placement_model.requests import container_gpus
 from webhook.policy.dra import template_name
 from webhook.policy.model import PlacementPolicy
@@ -56,7 +57,7 @@ class DraPlan:
 
     gpus: dict[int, int] = field(default_factory=dict)
     """id(container) → GPU count, for every DRA worker (new and already rewritten)."""
-    new: list[tuple[dict[str, Any], int]] = field(default_factory=list)
+    new: list[tuple[Container, int]] = field(default_factory=list)
     """Workers to rewrite now, with their GPU count."""
     own_claims: bool = False
     """The pod brought claims of its own: no Topoplace claim, no RDMA extended resource."""
@@ -68,9 +69,9 @@ class DraPlan:
 
 
 def plan_dra(
-    spec: dict[str, Any],
+    spec: PodSpec,
     policy: PlacementPolicy,
-    workers: list[dict[str, Any]],
+    workers: list[Container],
     namespace: str,
     templates: TemplateLookup | None,
     warnings: list[str],
@@ -111,7 +112,7 @@ def plan_dra(
     return plan
 
 
-def rewrite(spec: dict[str, Any], policy: PlacementPolicy, plan: DraPlan) -> None:
+def rewrite(spec: PodSpec, policy: PlacementPolicy, plan: DraPlan) -> None:
     """Give each new DRA worker its claim; take the GPU extended resource off it."""
     if not plan.new:
         return
@@ -122,13 +123,13 @@ def rewrite(spec: dict[str, Any], policy: PlacementPolicy, plan: DraPlan) -> Non
         template = template_name(policy.name, gpus)
         pod_claims = [c for c in pod_claims if c.get("name") != name]
         pod_claims.append({"name": name, "resourceClaimTemplateName": template})
-        resources = dict(worker.get("resources") or {})
+        resources: dict[str, Any] = dict(worker.get("resources") or {})
         for key in ("limits", "requests"):
             if resources.get(key) is not None:
                 resources[key] = {k: v for k, v in resources[key].items() if k != resource}
         claims = [c for c in _dicts(resources.get("claims")) if c.get("name") != name]
         resources["claims"] = [*claims, {"name": name}]
-        worker["resources"] = resources
+        worker["resources"] = cast(ResourceRequirements, resources)
     spec["resourceClaims"] = pod_claims
 
 
@@ -147,7 +148,7 @@ def _no_template(
     return None
 
 
-def claimed_workers(spec: dict[str, Any], policy: PlacementPolicy) -> list[dict[str, Any]]:
+def claimed_workers(spec: PodSpec, policy: PlacementPolicy) -> list[Container]:
     """App containers that reference a claim Topoplace added (a pod seen before)."""
     if policy.spec.dra is None or not spec.get("resourceClaims"):
         return []
@@ -165,11 +166,11 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [c for c in value if isinstance(c, dict)] if isinstance(value, list) else []
 
 
-def _claims(spec: dict[str, Any]) -> list[dict[str, Any]]:
+def _claims(spec: PodSpec) -> list[dict[str, Any]]:
     return _dicts(spec.get("resourceClaims"))
 
 
-def _our_claims(spec: dict[str, Any], policy: str) -> dict[str, int]:
+def _our_claims(spec: PodSpec, policy: str) -> dict[str, int]:
     """Pod claims that Topoplace added for this policy: claim name → GPU count."""
     pattern = re.compile(rf"{re.escape(template_name(policy, 0)[:-4])}(\d+)gpu")
     found: dict[str, int] = {}
@@ -181,6 +182,6 @@ def _our_claims(spec: dict[str, Any], policy: str) -> dict[str, int]:
     return found
 
 
-def _references(container: dict[str, Any], name: str) -> bool:
+def _references(container: Container, name: str) -> bool:
     resources = container.get("resources") or {}
     return any(c.get("name") == name for c in _dicts(resources.get("claims")))

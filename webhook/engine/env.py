@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from webhook.engine.pod_fields import Container
 
 __all__ = ["add_env"]
 
 
-def add_env(container: dict[str, Any], env: Mapping[str, str], *, warnings: list[str]) -> None:
+def add_env(container: Container, env: Mapping[str, str], *, warnings: list[str]) -> None:
     """Append each policy variable the container does not already define in `env`."""
     if not env:
         return

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+
+from webhook.engine.pod_fields import Container
 
 __all__ = ["bind_numa"]
 
@@ -42,7 +43,7 @@ _CACHED_SCRIPT_CHARS = 8192
 _SCRIPT_EXISTING = re.compile(r"(?<![\w-])--numa[-_]binding\b")
 
 
-def bind_numa(container: dict[str, Any], mode: str) -> bool:
+def bind_numa(container: Container, mode: str) -> bool:
     """Add the flag to the container's launcher; False when no launcher was recognised."""
     command = list(container.get("command") or [])
     args = list(container.get("args") or [])
@@ -68,7 +69,7 @@ def bind_numa(container: dict[str, Any], mode: str) -> bool:
     return True
 
 
-def _store(container: dict[str, Any], argv: list[str], command_len: int) -> None:
+def _store(container: Container, argv: list[str], command_len: int) -> None:
     if command_len:
         container["command"] = argv[:command_len]
     if len(argv) > command_len or "args" in container:

@@ -7,8 +7,9 @@ step reads or edits is checked here for its JSON type, so a wrong type becomes a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from webhook.placement_model.requests import container_gpus
 from webhook.policy.bounds import MAX_CPUS, MAX_DEVICES, MAX_MEMORY
@@ -21,13 +22,56 @@ __all__ = [
     "MAX_DEVICES",
     "MAX_EXPRESSIONS",
     "MAX_TERMS",
+    "Container",
     "InvalidPod",
+    "PodSpec",
+    "ResourceRequirements",
     "bounds_problem",
     "check_spec",
     "mapping",
     "required_terms",
     "select_workers",
+    "typed_spec",
 ]
+
+
+# The Pod fields the engine reads and writes, as the API server sends them (core/v1). Other
+# fields pass through untouched, so these are total=False and never the whole Pod.
+class ResourceRequirements(TypedDict, total=False):
+    requests: dict[str, Any]
+    limits: dict[str, Any]
+    claims: list[dict[str, Any]]
+
+
+class Container(TypedDict, total=False):
+    name: str
+    image: str
+    command: list[str]
+    args: list[str]
+    env: list[dict[str, Any]]
+    volumeMounts: list[dict[str, Any]]
+    resources: ResourceRequirements
+    restartPolicy: str
+    envFrom: list[dict[str, Any]]
+    securityContext: dict[str, Any]
+
+
+class PodSpec(TypedDict, total=False):
+    containers: list[Container]
+    initContainers: list[Container]
+    affinity: dict[str, Any]
+    nodeSelector: dict[str, str]
+    tolerations: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    resourceClaims: list[dict[str, Any]]
+    schedulerName: str
+    nodeName: str
+    overhead: dict[str, Any]
+
+
+def typed_spec(spec: dict[str, Any]) -> PodSpec:
+    """A spec `check_spec` passed, seen through the fields the engine edits."""
+    return cast(PodSpec, spec)
 
 
 class InvalidPod(ValueError):
@@ -137,7 +181,7 @@ def bounds_problem(spec: dict[str, Any]) -> str | None:
     return _affinity_problem(spec) or _resources_problem(spec)
 
 
-def required_terms(spec: dict[str, Any]) -> list[Any]:
+def required_terms(spec: Mapping[str, Any]) -> list[Any]:
     """The pod's own required nodeSelectorTerms (of a shape-checked spec), as written."""
     node = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     terms: list[Any] = (node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
@@ -193,8 +237,8 @@ def _beyond(name: str, value: Any, where: str) -> str | None:
 
 # --- which containers are the pod's training workers ---------------------------------------
 def select_workers(
-    spec: dict[str, Any], *, names: list[str] | None, resource: str, warnings: list[str]
-) -> list[dict[str, Any]]:
+    spec: PodSpec, *, names: list[str] | None, resource: str, warnings: list[str]
+) -> list[Container]:
     """App containers named by the policy, else every app container with a GPU limit."""
     containers = spec.get("containers") or []
     if names is None:

@@ -30,7 +30,15 @@ from webhook.engine.launcher import bind_numa
 from webhook.engine.lone_pod import lone_pod_warning
 from webhook.engine.outcome import EngineSettings, Mutation, grouped_warnings
 from webhook.engine.patch import clone, json_diff
-from webhook.engine.pod_fields import bounds_problem, check_spec, mapping, select_workers
+from webhook.engine.pod_fields import (
+    Container,
+    PodSpec,
+    bounds_problem,
+    check_spec,
+    mapping,
+    select_workers,
+    typed_spec,
+)
 from webhook.engine.resources import ResourcePlan, apply_resources, resource_plan
 from webhook.engine.scheduler import set_scheduler
 from webhook.placement_model.kubelet_admission import pod_units
@@ -80,7 +88,12 @@ def mutate(
     found: list[str] = []
     try:
         denial = _apply(
-            new["spec"], policy, namespace, resource_plan(policy, applied), settings, found
+            typed_spec(new["spec"]),
+            policy,
+            namespace,
+            resource_plan(policy, applied),
+            settings,
+            found,
         )
     except _OutOfBounds as exc:
         return _beyond_bounds(pod, name, str(exc))
@@ -100,7 +113,7 @@ def mutate(
 
 
 def _apply(
-    spec: dict[str, Any],
+    spec: PodSpec,
     policy: PlacementPolicy,
     namespace: str,
     plan: ResourcePlan,
@@ -135,9 +148,7 @@ def _apply(
     return None
 
 
-def _workers(
-    spec: dict[str, Any], policy: PlacementPolicy, warnings: list[str]
-) -> list[dict[str, Any]]:
+def _workers(spec: PodSpec, policy: PlacementPolicy, warnings: list[str]) -> list[Container]:
     rules = policy.spec
     workers = select_workers(
         spec, names=rules.workers, resource=rules.gpu_resource, warnings=warnings
@@ -150,12 +161,12 @@ def _workers(
 
 
 def _resources(
-    spec: dict[str, Any],
+    spec: PodSpec,
     policy: PlacementPolicy,
     plan: ResourcePlan,
     dra: DraPlan,
-    workers: list[dict[str, Any]],
-    injected: list[dict[str, Any]],
+    workers: list[Container],
+    injected: list[Container],
     warnings: list[str],
 ) -> None:
     # Claims allocate the NICs (or the pod's own claims do): no RDMA extended resource.
@@ -177,7 +188,7 @@ def _resources(
             )
 
 
-def _launch(workers: list[dict[str, Any]], policy: PlacementPolicy, warnings: list[str]) -> None:
+def _launch(workers: list[Container], policy: PlacementPolicy, warnings: list[str]) -> None:
     mode = policy.spec.launcher.numa_binding
     for worker in workers:
         if mode is not None and not bind_numa(worker, mode):
@@ -188,9 +199,7 @@ def _launch(workers: list[dict[str, Any]], policy: PlacementPolicy, warnings: li
         add_env(worker, policy.spec.env, warnings=warnings)
 
 
-def _affinity(
-    spec: dict[str, Any], policy: PlacementPolicy, dra: DraPlan, warnings: list[str]
-) -> None:
+def _affinity(spec: PodSpec, policy: PlacementPolicy, dra: DraPlan, warnings: list[str]) -> None:
     """What the kubelet aligns, from the resources just set: singleNumaNode's one NUMA node,
     and the node shapes whose kubelet admits the pod."""
     rules = policy.spec
@@ -230,7 +239,7 @@ class _OutOfBounds(Exception):
 MAX_WRITTEN_TERMS = 256
 
 
-def _written_terms_bound(spec: dict[str, Any], shapes: Any) -> None:
+def _written_terms_bound(spec: PodSpec, shapes: Any) -> None:
     if not shapes:
         return
     count = user_terms(spec) * len(shapes)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from webhook.engine.pod_fields import Container
 from webhook.placement_model.requests import amount, container_gpus
 from webhook.policy.model import PlacementPolicy, Rdma
 from webhook.policy.quantity import ceil_int, format_cpu, format_memory, parse_quantity
@@ -59,7 +60,7 @@ class ResourcePlan:
 
 
 def apply_resources(
-    container: dict[str, Any],
+    container: Container,
     plan: ResourcePlan,
     *,
     worker: bool,
@@ -110,10 +111,7 @@ def apply_resources(
         _extended(limits, requests, rdma)
 
     if limits != (resources.get("limits") or {}) or requests != (resources.get("requests") or {}):
-        new = dict(resources)
-        new["limits"] = limits
-        new["requests"] = requests
-        container["resources"] = new
+        container["resources"] = {**resources, "limits": limits, "requests": requests}
 
 
 def _settle(

@@ -8,14 +8,14 @@ handed to a scheduler its owner did not pick.
 
 from __future__ import annotations
 
-from typing import Any
+from webhook.engine.pod_fields import PodSpec
 
 __all__ = ["DEFAULT_SCHEDULER", "set_scheduler"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
-def set_scheduler(spec: dict[str, Any], name: str | None, *, warnings: list[str]) -> None:
+def set_scheduler(spec: PodSpec, name: str | None, *, warnings: list[str]) -> None:
     """Point the pod at scheduler `name` unless it already names another non-default one."""
     if name is None:
         return

@@ -270,7 +270,7 @@ def aligned_units(spec: Mapping[str, Any]) -> tuple[tuple[Unit, ...], tuple[Unit
     return ((Unit(total),) if total else ()), tuple(units)
 
 
-def container_gpus(container: dict[str, Any], resource: str) -> int:
+def container_gpus(container: Mapping[str, Any], resource: str) -> int:
     """GPUs a container asks for: its limit, else its request (extended resources need both)."""
     resources = container.get("resources") or {}
     value = (resources.get("limits") or {}).get(resource)
