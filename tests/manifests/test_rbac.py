@@ -253,15 +253,15 @@ def test_only_the_certs_sidecar_and_the_node_cache_talk_to_the_api() -> None:
     assert {grant for grant, files in calls.items() if bound in files} == POD_READS
     # the `certs` command, run only by the sidecar; the node cache, started by the server app
     assert importers_of("webhook.certs.sync") == {str(Path("webhook") / "cli" / "certs.py")}
-    assert importers_of("webhook.stores.node_store") == {str(Path("webhook") / "server" / "app.py")}
-    assert importers_of("webhook.stores.claim_template_store") == {
-        str(Path("webhook") / "server" / "app.py")
-    }
+    server = {str(Path("webhook") / "server" / m) for m in ("app.py", "assembly.py")}
+    assert importers_of("webhook.stores.node_store") == server
+    assert importers_of("webhook.stores.claim_template_store") == server
     service = {str(Path("webhook") / "scheduler" / "service.py")}
     assert importers_of("webhook.scheduler.nrt_cache") == service
     assert importers_of("webhook.scheduler.leases") == service
     assert importers_of("webhook.scheduler.pods") == service
-    assert importers_of("webhook.spans.watch") == {str(Path("webhook") / "server" / "app.py")}
+    assembly = {str(Path("webhook") / "server" / "assembly.py")}
+    assert importers_of("webhook.spans.watch") == assembly
 
 
 def test_serve_runs_the_node_cache_in_every_overlay() -> None:
