@@ -14,8 +14,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from common.vocabulary import Label
 from webhook.nodefit.checks import PodPlan
+from webhook.placement_model.kubelet import config_from_labels
 from webhook.placement_model.merge import min_nodes
 from webhook.placement_model.pairing import Pairing, ResourceNics
 from webhook.policy.model import REFUSING_TOPOLOGY_POLICIES, PlacementPolicy
@@ -77,7 +77,7 @@ def pairs_verdict(
     nics = pairing.resource(rdma.resource) if pairing is not None else None
     if problem is not None or pairing is None or nics is None:
         return PairsVerdict(False, "device-plugin", problem or "no GPU↔NIC facts", remedy)
-    pod_scope = labels.get(Label.TOPOLOGY_MANAGER_SCOPE) == "pod"
+    pod_scope = config_from_labels(labels).scope == "pod"
     held: list[str] = []
     containers = [u.amounts for u in plan.units.container]
     for unit in (plan.requests,) if pod_scope else containers:
@@ -125,14 +125,14 @@ def _dra_unmatched(align: str, pairing: Pairing | None) -> str | None:
 
 def pairs_key(labels: Mapping[str, str], pairing: Pairing | None) -> tuple[object, ...]:
     """Everything of a node pairs_verdict reads: nodes with equal keys get the same verdict."""
-    scope = labels.get(Label.TOPOLOGY_MANAGER_SCOPE)
-    return (labels.get(Label.TOPOLOGY_MANAGER_POLICY), scope, pairing)
+    config = config_from_labels(labels)
+    return (config.policy, config.scope, config.unknown, pairing)
 
 
 def _node_problem(labels: Mapping[str, str], pairing: Pairing | None, resource: str) -> str | None:
-    policy = labels.get(Label.TOPOLOGY_MANAGER_POLICY)
-    if policy not in REFUSING_TOPOLOGY_POLICIES:
-        said = f"topology-manager-policy {policy}" if policy else "no topology-manager-policy"
+    config = config_from_labels(labels)  # the placement model's reading of the kubelet
+    if config.policy not in REFUSING_TOPOLOGY_POLICIES:
+        said = config.unknown or f"topology-manager-policy {config.policy}"
         return f"{said}: the kubelet need not put NICs on the GPUs' NUMA nodes"
     if pairing is None:
         return "no GPU↔NIC facts in the node's topology annotation"
