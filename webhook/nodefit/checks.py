@@ -103,33 +103,7 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
     checks.append(Check("taints", "taints", tolerations=tolerations))
     units = pod_units(spec)
     if policy is not None:
-        placement = policy.spec.placement
-        # As webhook/engine/recipe.py asks it, so the two cannot disagree.
-        args = shape_args(placement, units, gpus)
-        # singleNumaNode's CPUs and memory named in the policy's words: the pod's when no
-        # shapes hold them, else the least any scope's shapes ask (so the check is implied
-        # by every term the engine wrote, and never refuses a node they match).
-        numa = numa_request(units) if placement.single_numa_node else None
-        if numa is not None and args is not None:
-            numa = least_numa_request(numa, units)
-        # The policy words checked on their own too (the kubelet-shape terms imply them):
-        # "topology-manager-policy single-numa-node; policy needs restricted" says more.
-        ours = required_expressions(placement, gpus=gpus, warnings=[], numa=numa)
-        if ours or (args is not None and not args.open):
-            checks.append(Check("agent", "topoplace labels"))
-        needs = {
-            Label.MAX_CPUS_PER_NUMA_NODE: numa.cpus if numa else 0,
-            Label.MAX_MEMORY_GIB_PER_NUMA_NODE: numa.memory_gib if numa else 0,
-        }
-        for expr in ours:
-            req = parse_requirement(expr)
-            need = needs.get(req.key, gpus)
-            checks.append(Check("policy", short_key(req.key), requirement=req, need=need))
-        if args is not None:
-            # The same terms the engine wrote (kubelet_terms), parsed once per pod shape.
-            terms = parsed_terms(units.pod, units.container, args.policies, gpu_resource,
-                                 args.open, args.single)  # fmt: skip
-            checks.append(Check("shape", SHAPE_CHECK, terms=terms))
+        checks += _policy_checks(policy, units, gpus)
     required = parse_required(spec)
     if required is not None:
         checks.append(Check("affinity", "node affinity", terms=required))
@@ -138,14 +112,7 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
         checks.append(Check("selector", "nodeSelector", selector=tuple(selector.items())))
     requests = pod_requests(spec)
     rdma = policy.spec.resources.rdma.resource if policy and policy.spec.resources.rdma else ""
-    first = [r for r in (gpu_resource, rdma, "cpu", "memory", "ephemeral-storage") if r]
-    ordered = [r for r in first if r in requests]
-    ordered += sorted(r for r in requests if r not in first and r not in NATIVE)
-    for resource in ordered:
-        checks.append(
-            Check("resource", f"allocatable {resource}", resource=resource, need=requests[resource])
-        )
-    checks.append(Check("resource", "allocatable pods", resource="pods", need=1))
+    checks += _resource_checks(requests, gpu_resource, rdma)
     # Last: the kubelet's own admission, once the scheduler would have bound the pod there.
     checks.append(Check("topology", "kubelet topology manager", resource=rdma or "rdma/ib"))
     return PodPlan(
@@ -159,3 +126,49 @@ def plan_for(pod: Mapping[str, Any], policy: PlacementPolicy | None) -> PodPlan:
         guaranteed=guaranteed(spec),
         applied=policy,
     )
+
+
+def _policy_checks(policy: PlacementPolicy, units: PodUnits, gpus: int) -> list[Check]:
+    """The policy's own expressions, in its words, and the kubelet-shape terms."""
+    checks: list[Check] = []
+    placement, gpu_resource = policy.spec.placement, policy.spec.gpu_resource
+    # As webhook/engine/recipe.py asks it, so the two cannot disagree.
+    args = shape_args(placement, units, gpus)
+    # singleNumaNode's CPUs and memory named in the policy's words: the pod's when no
+    # shapes hold them, else the least any scope's shapes ask (so the check is implied
+    # by every term the engine wrote, and never refuses a node they match).
+    numa = numa_request(units) if placement.single_numa_node else None
+    if numa is not None and args is not None:
+        numa = least_numa_request(numa, units)
+    # The policy words checked on their own too (the kubelet-shape terms imply them):
+    # "topology-manager-policy single-numa-node; policy needs restricted" says more.
+    ours = required_expressions(placement, gpus=gpus, warnings=[], numa=numa)
+    if ours or (args is not None and not args.open):
+        checks.append(Check("agent", "topoplace labels"))
+    needs = {
+        Label.MAX_CPUS_PER_NUMA_NODE: numa.cpus if numa else 0,
+        Label.MAX_MEMORY_GIB_PER_NUMA_NODE: numa.memory_gib if numa else 0,
+    }
+    for expr in ours:
+        req = parse_requirement(expr)
+        need = needs.get(req.key, gpus)
+        checks.append(Check("policy", short_key(req.key), requirement=req, need=need))
+    if args is not None:
+        # The same terms the engine wrote (kubelet_terms), parsed once per pod shape.
+        terms = parsed_terms(units.pod, units.container, args.policies, gpu_resource,
+                             args.open, args.single)  # fmt: skip
+        checks.append(Check("shape", SHAPE_CHECK, terms=terms))
+    return checks
+
+
+def _resource_checks(requests: Mapping[str, int], gpu_resource: str, rdma: str) -> list[Check]:
+    """NodeResourcesFit, the GPU resource first, then the RDMA one, CPU, memory, the rest."""
+    first = [r for r in (gpu_resource, rdma, "cpu", "memory", "ephemeral-storage") if r]
+    ordered = [r for r in first if r in requests]
+    ordered += sorted(r for r in requests if r not in first and r not in NATIVE)
+    checks = [
+        Check("resource", f"allocatable {resource}", resource=resource, need=requests[resource])
+        for resource in ordered
+    ]
+    checks.append(Check("resource", "allocatable pods", resource="pods", need=1))
+    return checks
