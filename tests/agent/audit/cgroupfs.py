@@ -107,7 +107,9 @@ def numastat_text(local: int, other: int, *, miss: int = 0, foreign: int = 0) ->
             f"interleave_hit 1078\nlocal_node {local}\nother_node {other}\n")  # fmt: skip
 
 
-def container_mountinfo(uid: str, name: str = "trainer", *, kubelet: str = "/var/lib/kubelet") -> str:
+def container_mountinfo(
+    uid: str, name: str = "trainer", *, kubelet: str = "/var/lib/kubelet"
+) -> str:
     """A containerd container's mount table: its image, /proc, /dev, /sys, and the files the
     kubelet binds in from the pod's directory (etc-hosts, the termination log)."""
     snap = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
