@@ -32,7 +32,7 @@ from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from e2e.nodes.manage import audit_argv
 from e2e.nodes.start import node_procs
-from e2e.topoplace.install import pods_of
+from e2e.topoplace.install import WEBHOOK_PORT, pods_of
 from tests.agent.audit.cgroupfs import numastat_text
 from tests.agent.discovery import machines
 from tests.e2e.helpers import cluster_cli, patch_policies
@@ -42,7 +42,7 @@ NODE = "dgx-h100-a"
 HOT, COOL = "locality-hot", "locality-cool"
 POLICY = "locality-e2e"
 ATTRIBUTE = "topoplace.io/remote-access-percent"
-WEBHOOK_PORT, SERVICE_NAME = 8443, "topoplace-webhook.topoplace-system.svc"
+SERVICE_NAME = "topoplace-webhook.topoplace-system.svc"
 # Tries at reading the process, the audit, and the process again with no page moving between.
 STEADY_TRIES = 5
 
