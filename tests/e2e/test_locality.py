@@ -109,7 +109,7 @@ def sleeper(name: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name},
         "spec": {
-            "nodeName": NODE,
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1,
             "containers": [
