@@ -262,13 +262,20 @@ def counters(
 ) -> Iterator[dict[str, Allocations]]:
     """Two DGX H100s alike but for their counters: HOT allocates 90% remote, COOL 0%."""
     tmp = tmp_path_factory.mktemp(f"locality-{secrets.token_hex(3)}")
+    # A kubelet that aligns (here single-numa-node): on `none` it picks no NUMA node, so the
+    # extender scores every node 0 and there is nothing to lower.
+    config = tmp / "kubelet.yaml"
+    config.write_text("topologyManagerPolicy: single-numa-node\ntopologyManagerScope: container\n")
     added: list[str] = []
     moving: dict[str, Allocations] = {}
     try:
         for node, remote in ((HOT, 0.9), (COOL, 0.0)):
             sysfs = machines.build("dgx-h100", tmp / node)
             moving[node] = Allocations(sysfs, remote)  # before its agent's first read
-            done = cluster_cli("add-node", node, "--sysfs", str(sysfs), "--memory", "2063937144Ki")
+            done = cluster_cli(
+                "add-node", node, "--sysfs", str(sysfs), "--memory", "2063937144Ki",
+                "--kubelet-config", str(config),
+            )  # fmt: skip
             assert done.returncode == 0, done.stdout + done.stderr
             added.append(node)
         patch_policies(
