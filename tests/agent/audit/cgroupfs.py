@@ -9,7 +9,11 @@ Formats (as printed by the kernel, mm/memcontrol.c, fs/proc/task_mmu.c, drivers/
 - `numastat`: `numa_hit`, `numa_miss`, `numa_foreign`, `interleave_hit`, `local_node`,
   `other_node`, one `name value` per line;
 - pod directories as the kubelet names them with the systemd (`kubepods-burstable-pod<uid_>
-  .slice/cri-containerd-<id>.scope`) and cgroupfs (`kubepods/burstable/pod<uid>/<id>`) drivers.
+  .slice/cri-containerd-<id>.scope`) and cgroupfs (`kubepods/burstable/pod<uid>/<id>`) drivers;
+- `mountinfo` (fs/proc_namespace.c, `show_mountinfo`): `<id> <parent> <maj:min> <root>
+  <mount point> <options> [optional…] - <fstype> <source> <super options>`, as containerd
+  gives a container (the kubelet's etc-hosts and termination log bound in, from
+  `/var/lib/kubelet/pods/<uid>/`) and as the host sees a pod's volumes.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from tests.agent.discovery.sysfs_builder import cpulist
 __all__ = [
     "CgroupFs",
     "Container",
+    "container_mountinfo",
+    "host_mountinfo",
     "numa_maps_text",
     "numastat_text",
     "v1_numa_stat",
@@ -101,6 +107,54 @@ def numastat_text(local: int, other: int, *, miss: int = 0, foreign: int = 0) ->
             f"interleave_hit 1078\nlocal_node {local}\nother_node {other}\n")  # fmt: skip
 
 
+def container_mountinfo(
+    uid: str, name: str = "trainer", *, kubelet: str = "/var/lib/kubelet"
+) -> str:
+    """A containerd container's mount table: its image, /proc, /dev, /sys, and the files the
+    kubelet binds in from the pod's directory (etc-hosts, the termination log)."""
+    snap = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots"
+    sandbox = "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/9e9e9e9e5a6e7f80"
+    pod = f"{kubelet}/pods/{uid}"
+    return (
+        f"1346 1204 0:180 / / rw,relatime master:377 - overlay overlay rw,lowerdir={snap}/55/fs,"
+        f"upperdir={snap}/60/fs,workdir={snap}/60/work\n"
+        "1347 1346 0:183 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw\n"
+        "1348 1346 0:184 / /dev rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755\n"
+        "1349 1348 0:185 / /dev/pts rw,nosuid,noexec,relatime - devpts devpts rw,gid=5,"
+        "mode=620,ptmxmode=666\n"
+        "1351 1346 0:187 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro\n"
+        "1352 1351 0:30 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime - cgroup2 cgroup rw\n"
+        f"1353 1346 259:1 {pod}/etc-hosts /etc/hosts rw,relatime - ext4 /dev/nvme0n1p1 rw\n"
+        f"1354 1348 259:1 {pod}/containers/{name}/4e0e6b1e /dev/termination-log rw,relatime - "
+        "ext4 /dev/nvme0n1p1 rw\n"
+        f"1355 1346 259:1 {sandbox}/hostname /etc/hostname rw,relatime - ext4 /dev/nvme0n1p1 rw\n"
+        f"1356 1346 259:1 {sandbox}/resolv.conf /etc/resolv.conf rw,relatime - ext4 "
+        "/dev/nvme0n1p1 rw\n"
+        "1357 1348 0:175 / /dev/shm rw,nosuid,nodev,noexec,relatime - tmpfs shm rw,size=65536k\n"
+        "1358 1346 0:170 / /run/secrets/kubernetes.io/serviceaccount ro,relatime - tmpfs tmpfs "
+        "rw,size=1048576k\n"
+    )
+
+
+def host_mountinfo(uids: Iterable[str], *, kubelet: str = "/var/lib/kubelet") -> str:
+    """The host's mount table on a node running `uids`: each pod's token tmpfs and a subPath
+    bind, mounted under the pod's own directory."""
+    lines = [
+        "22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p1 rw",
+        "23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw",
+        "24 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw",
+    ]
+    for i, uid in enumerate(uids):
+        pod = f"{kubelet}/pods/{uid}"
+        lines.append(f"{900 + 2 * i} 22 0:{170 + i} / {pod}/volumes/kubernetes.io~projected/"
+                     f"kube-api-access-8xk2p rw,relatime shared:{410 + i} - tmpfs tmpfs "
+                     "rw,size=1048576k")  # fmt: skip
+        lines.append(f"{901 + 2 * i} 22 259:1 {pod}/volumes/kubernetes.io~configmap/cfg/"
+                     f"..2026_12_06/a.yaml {pod}/volume-subpaths/cfg/trainer/0 rw,relatime "
+                     "shared:1 - ext4 /dev/nvme0n1p1 rw")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 @dataclass
 class Container:
     id: str
@@ -174,11 +228,19 @@ class CgroupFs:
         qos: str = "guaranteed",
         memory_bytes: Mapping[int, int] | None = None,
         proc_pages: Mapping[int, Mapping[int, int]] | None = None,
+        cgroups: bool = True,
     ) -> None:
         """A pod: its cgroups in every mounted hierarchy, its processes under /proc.
         `memory_bytes`: what memory.numa_stat says (anon); `proc_pages`: pid → pages per node
-        for numa_maps (default: memory_bytes spread over the first process)."""
+        for numa_maps (default: memory_bytes spread over the first process); `cgroups=False`:
+        processes only, in no pod cgroup (`cgroupsPerQOS: false`)."""
         memory_bytes = memory_bytes or {}
+        if not cgroups:
+            for c in containers:
+                for pid in c.pids:
+                    pages = (proc_pages or {}).get(pid, {})
+                    self.add_process(pid, uid, c, pages, cgroup=False)
+            return
         trees = {self._tree(v, n) for n, v in (("memory", self.memory),
                                                 ("cpuset", self.cpuset))}  # fmt: skip
         trees.add(self._tree(None, "unified"))
@@ -213,9 +275,16 @@ class CgroupFs:
                 default = {n: b // PAGE for n, b in memory_bytes.items()} if pid == pids[0] else {}
                 self.add_process(pid, uid, c, pages_by_pid.get(pid, default))
 
-    def add_process(self, pid: int, uid: str, c: Container, pages: Mapping[int, int]) -> None:
+    def add_process(
+        self, pid: int, uid: str, c: Container, pages: Mapping[int, int], *, cgroup: bool = True
+    ) -> None:
+        """`cgroup=False`: the process sits in no pod cgroup (a kubelet with `cgroupsPerQOS:
+        false`), found by the pod files its container mounts."""
         d = self.proc / str(pid)
-        if self.driver == "systemd":
+        self._write(d / "mountinfo", container_mountinfo(uid))
+        if not cgroup:
+            path = "/"
+        elif self.driver == "systemd":
             u = uid.replace("-", "_")
             path = f"/kubepods.slice/kubepods-pod{u}.slice/{self.container_name(c.id)}"
         else:

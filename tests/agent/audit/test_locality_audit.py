@@ -131,6 +131,23 @@ def test_without_a_memory_cgroup_the_processes_numa_maps_are_summed(
     assert got["cpuShare"] == 1.0
 
 
+def test_a_pod_in_no_cgroup_is_measured_from_its_processes(
+    h100: Path, tmp_path: Path, kubelet: FakeKubelet, audit_json: Any
+) -> None:
+    """A kubelet with `cgroupsPerQOS: false` (no pod cgroup, as on `make cluster`): the pod's
+    processes are found by the kubelet's files their containers mount, then read as above."""
+    proc = tmp_path / "proc"
+    fs = CgroupFs(h100, proc, memory=2, cpuset=2)
+    fs.add_pod(UID, [Container(CID, NODE0_CPUS, [0], pids=[101])], cgroups=False,
+               proc_pages={101: {0: 9000, 1: 1000}})  # fmt: skip
+    kubelet.serve(trainer())
+    got = locality(run_audit(audit_json, h100, kubelet, proc, "--pods", str(pod_list(tmp_path))))
+    assert (got["verdict"], got["source"]) == ("local", "numa_maps")
+    on0 = 9000 + 210 + 40 + 33  # the heap plus the binary, libc and stack pages
+    assert got["memoryBytesByNumaNode"] == {"0": on0 * PAGE, "1": 1000 * PAGE}
+    assert got["cpuShare"] == 1.0
+
+
 def _unknown(doc: dict[str, Any]) -> str:
     got = locality(doc)
     assert got["verdict"] == "unknown"

@@ -22,6 +22,8 @@ from tests.agent.audit.cgroupfs import (
     PAGE,
     CgroupFs,
     Container,
+    container_mountinfo,
+    host_mountinfo,
     numa_maps_text,
     v1_numa_stat,
 )
@@ -172,6 +174,54 @@ def test_processes_are_found_by_their_cgroup_and_read(tmp_path: Path) -> None:
     assert pr.pods_pids(proc) == {UID: [101, 102]}
     assert pr.allowed(proc, 101) == (frozenset({2, 3}), frozenset({0}))
     assert pr.numa_maps(proc, 101)[0][1] == 8 * PAGE
+
+
+UID2 = "5d2e8f10-1a2b-4c3d-8e4f-5a6b7c8d9e0f"
+
+
+def test_processes_in_no_pod_cgroup_are_found_by_the_pod_files_they_mount(tmp_path: Path) -> None:
+    """`cgroupsPerQOS: false`: the runtime gets no pod cgroup, so /proc/<pid>/cgroup names no
+    pod; the container's mount table still holds the kubelet's files of its own pod."""
+    proc = tmp_path / "proc"
+    fs = CgroupFs(tmp_path / "sys", proc, memory=None, cpuset=None)
+    fs.add_pod(UID, [Container(CID, [2, 3], [0], pids=[201, 202])], cgroups=False,
+               proc_pages={201: {1: 8}})  # fmt: skip
+    for pid, mounts in (
+        (1, host_mountinfo([UID])),  # the host sees one pod's volumes under the pod's directory
+        (300, host_mountinfo([UID, UID2])),  # the kubelet, in the host's mount namespace
+        (301, container_mountinfo(UID) + container_mountinfo(UID2)),  # mounts both: a plugin
+    ):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cgroup").write_text("0::/system.slice/kubelet.service\n")
+        (proc / str(pid) / "mountinfo").write_text(mounts)
+    (proc / "302").mkdir()
+    (proc / "302/cgroup").write_text("0::/\n")  # exited before its mount table was read
+    assert pr.pods_pids(proc) == {UID: [201, 202]}
+    assert pr.numa_maps(proc, 201)[0][1] == 8 * PAGE
+
+
+@pytest.mark.parametrize(
+    ("mounts", "want"),
+    [
+        (container_mountinfo(UID), UID),
+        (container_mountinfo(UID, kubelet="/data/kubelet"), UID),  # --root-dir elsewhere
+        (host_mountinfo([UID]), None),
+        (container_mountinfo(UID) + container_mountinfo(UID2), None),
+        ("", None),
+        ("garbage\n1 2 3\n", None),
+    ],
+)
+def test_a_mount_table_names_one_pod_or_none(mounts: str, want: str | None) -> None:
+    assert pr.pod_of_mounts(mounts) == want
+
+
+def test_the_mount_table_search_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = tmp_path / "proc"
+    fs = CgroupFs(tmp_path / "sys", proc, memory=None, cpuset=None)
+    fs.add_pod(UID, [Container(CID, [2], [0], pids=[201, 202, 203])], cgroups=False)
+    monkeypatch.setattr(pr, "MOUNTINFO_BUDGET", 2 * len(container_mountinfo(UID)))
+    with pytest.raises(SysfsError, match="MiB of mountinfo"):
+        pr.pods_pids(proc)
 
 
 def test_a_process_that_exits_while_read_is_missing_not_empty(tmp_path: Path) -> None:
