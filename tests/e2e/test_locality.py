@@ -36,7 +36,7 @@ from e2e.topoplace.install import WEBHOOK_PORT, pods_of
 from tests.agent.audit.cgroupfs import numastat_text
 from tests.agent.discovery import machines
 from tests.e2e.helpers import cluster_cli, patch_policies
-from webhook.engine.mutation import DEFAULT_PREFETCH_IMAGE as IMAGE
+from webhook.engine.outcome import DEFAULT_PREFETCH_IMAGE as IMAGE
 
 NODE = "dgx-h100-a"
 HOT, COOL = "locality-hot", "locality-cool"
