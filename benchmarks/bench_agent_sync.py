@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.discovery.discover import DiscoveryOptions, discover
-from agent.sync.health import AgentMetrics
-from agent.sync.loop import Reconciled, SyncEvent, SyncLoop
-from agent.sync.node_client import connect
+from agent.sync.health.server import AgentMetrics
+from agent.sync.labels.loop import Reconciled, SyncEvent, SyncLoop
+from agent.sync.labels.node_client import connect
 from common.vocabulary import dataset_label
 from tests.agent.sync.fake_apiserver import FakeApiServer
 from tests.agent.sync.harness import complete_version, make_tiny_sysfs, running_agent, wait_until

@@ -4,7 +4,7 @@ pure formatting of what it logs (bytes, files, rate, ETA) and of the final one-l
 Lines go through logging (stderr), so `--log-format json` keeps them machine-readable. The
 outcome of a prefetch that succeeded is also its init container's termination message
 (`PrefetchReport`), which the node's agent reads from the pod's status to count hits, bytes
-and evictions that could not make room (agent/sync/prefetches.py).
+and evictions that could not make room (agent/sync/pod_events/prefetches.py).
 """
 
 from __future__ import annotations

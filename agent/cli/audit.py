@@ -92,8 +92,8 @@ def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.cli.discovery_flags import add_discovery_arguments
     from agent.cli.pod_list import add_pod_list_arguments
-    from agent.discovery.discover import add_discovery_arguments
 
     add_discovery_arguments(parser)
     add_pod_resources_arguments(parser)
@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def audit_options(args: argparse.Namespace) -> AuditOptions:
     from agent.audit.facts import AuditOptions
     from agent.audit.resolve import DEFAULT_GPU_RESOURCES
-    from agent.discovery.discover import options_from_args
+    from agent.cli.discovery_flags import options_from_args
 
     return AuditOptions(
         discovery=options_from_args(args),

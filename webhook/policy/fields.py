@@ -13,7 +13,14 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from common.k8s_names import label_key_problem, label_value_problem
+from common.k8s_names import (
+    DNS_SUBDOMAIN_PATTERN,
+    NAME_PATTERN,
+    is_dns_label,
+    is_dns_subdomain,
+    label_key_problem,
+    label_value_problem,
+)
 from common.vocabulary import LINK_WORDS
 from webhook.policy.bounds import MAX_MEMORY, MIN_MEMORY_PER_GPU
 from webhook.policy.quantity import QUANTITY_PATTERN, QuantityError, format_memory, parse_quantity
@@ -40,12 +47,9 @@ __all__ = [
 SOURCE_SCHEMES = ("s3", "gs", "http", "https", "file")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Namespace names are DNS labels; a glob may add fnmatch's * ? [ ] !.
 _NAMESPACE_GLOB = re.compile(r"[-a-z0-9*?\[\]!]+")
-_QUALIFIED_RESOURCE = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-)
+_QUALIFIED_RESOURCE = re.compile(rf"{DNS_SUBDOMAIN_PATTERN}/{NAME_PATTERN}")
 
 
 def _raise_if(problem: str | None) -> None:
@@ -77,7 +81,7 @@ def _label_key(value: str) -> str:
 
 
 def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
+    if not is_dns_label(value):
         raise ValueError(
             f"{value!r} is not a container name: lowercase alphanumerics and '-', at most 63"
         )
@@ -86,8 +90,7 @@ def _dns_label(value: str) -> str:
 
 def _secret_name(value: str) -> str:
     # A DNS subdomain, as the API server checks a Secret's name.
-    labels = value.split(".")
-    if len(value) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in labels):
+    if not is_dns_subdomain(value):
         raise ValueError(
             f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', at most 253"
         )
@@ -97,7 +100,7 @@ def _secret_name(value: str) -> str:
 def _scheduler_name(value: str) -> str:
     # A profile name, and the name of the leader-election Lease the webhook looks for: a DNS
     # subdomain.
-    if len(value) > 253 or not all(_DNS_LABEL.fullmatch(p) for p in value.split(".")):
+    if not is_dns_subdomain(value):
         raise ValueError(
             f"{value!r} is not a scheduler name: lowercase alphanumerics, '-' and '.', "
             "at most 253 (e.g. topoplace-numa-scheduler)"

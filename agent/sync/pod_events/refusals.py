@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from agent.sync.once import SeenOnce
+from agent.sync.pod_events.once import SeenOnce
 
 __all__ = ["KubeletRefusals", "refusal_reason"]
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import aiohttp
 from kubernetes_asyncio import client
 
-from agent.sync.node_diff import NodeMeta
+from agent.sync.labels.node_diff import NodeMeta
 from common.api_errors import retry_after
 from common.kube_config import load_configuration
 

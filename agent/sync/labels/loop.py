@@ -26,9 +26,9 @@ from typing import Any, Literal, Protocol
 
 from agent.discovery.discover import Discovery, DiscoveryError
 from agent.position.derive import Positioner, PositionFacts
-from agent.sync.node_client import ApiCall, NodeApiError, NodeNotFound, NodeState
-from agent.sync.node_diff import Change, NodeMeta, changes_between, describe, patch_for
-from common.backoff import Backoff, Sleep
+from agent.sync.labels.node_client import ApiCall, NodeApiError, NodeNotFound, NodeState
+from agent.sync.labels.node_diff import Change, NodeMeta, changes_between, describe, patch_for
+from common.backoff import Backoff, Sleep, sleep_until_set
 
 __all__ = [
     "NodeApi",
@@ -188,21 +188,10 @@ class SyncLoop:
     ) -> Literal["slept", "poked", "stop"]:
         if listen and self._poked.is_set():
             return "poked"
-        sleeper = asyncio.ensure_future(self._sleep(delay))
-        stopper = asyncio.ensure_future(stop.wait())
-        waiters = {sleeper, stopper}
-        poke = asyncio.ensure_future(self._poked.wait()) if listen else None
-        if poke is not None:
-            waiters.add(poke)
-        try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in waiters:
-                task.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
+        await sleep_until_set(self._sleep, delay, stop, *([self._poked] if listen else []))
         if stop.is_set():
             return "stop"
-        if poke is not None and self._poked.is_set():
+        if listen and self._poked.is_set():
             return "poked"
         return "slept"
 

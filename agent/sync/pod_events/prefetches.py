@@ -24,7 +24,7 @@ from typing import Any, Final
 from prometheus_client import CollectorRegistry, Counter
 
 from agent.cache.progress import PrefetchReport, parse_report
-from agent.sync.once import SeenOnce
+from agent.sync.pod_events.once import SeenOnce
 from common.cache_layout import PREFETCH_CONTAINER_PREFIX
 
 __all__ = ["OUTCOMES", "FinishedPrefetch", "PrefetchCounts", "finished_prefetches"]

@@ -17,8 +17,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from agent.sync.loop import Reconciled, SyncEvent
-from agent.sync.node_client import ApiCall
+from agent.sync.labels.loop import Reconciled, SyncEvent
+from agent.sync.labels.node_client import ApiCall
+from common.http_site import start_site
 
 __all__ = ["AgentMetrics", "HealthServer"]
 
@@ -134,15 +135,9 @@ class HealthServer:
         app.router.add_get("/healthz", _healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics_page)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
-        await self._runner.setup()
-        try:
-            site = web.TCPSite(self._runner, self._host, self._port)
-            await site.start()
-        except OSError:
-            await self._runner.cleanup()
-            raise
-        self.port = self._runner.addresses[0][1]
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        self.port = await start_site(runner, self._host, self._port)
+        self._runner = runner
         log.info(
             "health and metrics listening on %s:%d",
             self._host,
