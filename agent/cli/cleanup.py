@@ -11,7 +11,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+from common.cli.cluster_flags import add_kubeconfig_argument, add_node_name_argument
 
 __all__ = ["add_arguments", "run"]
 

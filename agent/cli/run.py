@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+from common.cli.cluster_flags import add_kubeconfig_argument, add_node_name_argument
 
 if TYPE_CHECKING:
     import asyncio

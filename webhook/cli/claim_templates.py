@@ -19,7 +19,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from common.cluster_flags import add_kubeconfig_argument
+from common.cli.cluster_flags import add_kubeconfig_argument
 
 __all__ = ["add_arguments", "run"]
 

@@ -20,7 +20,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from agent.sync.labels.node_diff import NodeMeta
-from common.api_errors import retry_after
+from common.kube.errors import retry_after
 from common.kube_config import load_configuration
 
 __all__ = [

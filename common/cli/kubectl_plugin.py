@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from common.subcommands import Command, make_main
+from common.cli.subcommands import Command, make_main
 
 __all__ = ["COMMANDS", "main"]
 
