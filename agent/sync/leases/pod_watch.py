@@ -27,7 +27,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from agent.cache.lease import drop, lease_and_check, release, sweep
-from common.backoff import Backoff, BackoffPolicy, Sleep
+from common.backoff import Backoff, BackoffPolicy, Sleep, sleep_until_set
 from common.cache_layout import LEASE_DIR, TEMP_PREFIX
 from common.kube.listwatch import ListWatch, Snapshot
 
@@ -117,7 +117,8 @@ class PodLeases:
                 "only by its prefetch's lease",
                 self._root / LEASE_DIR,
             )
-            if await _stopped(stop, self._sleep(60)):
+            await sleep_until_set(self._sleep, 60, stop)
+            if stop.is_set():
                 return
         pods = ListWatch(
             self._core.list_pod_for_all_namespaces,
