@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent.discovery.discover import DiscoveryOptions
 from agent.position.metadata import PROVIDERS, MetadataSource
+from common.cli.numbers import positive_number
 
 __all__ = ["add_discovery_arguments", "options_from_args"]
 
@@ -71,21 +72,11 @@ def add_discovery_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--network-metadata-timeout",
-        type=_timeout,
+        type=positive_number(unit="seconds", at_most=10),
         default=2.0,
         metavar="S",
         help="give up on the metadata server after S seconds, at most 10 (default: %(default)s)",
     )
-
-
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value <= 10:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 10 seconds: {text!r}")
-    return value
 
 
 def _metadata_source(args: argparse.Namespace) -> MetadataSource | None:

@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from common.cli.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+from common.cli.numbers import positive_number
 
 if TYPE_CHECKING:
     import asyncio
@@ -60,16 +61,6 @@ def _locality_state(args: argparse.Namespace) -> tuple[Any, Any]:
     return rates, PodIndex() if measuring else None
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from agent.cli.discovery_flags import add_discovery_arguments
 
@@ -77,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_discovery_arguments(parser)
     parser.add_argument(
         "--resync-interval",
-        type=_positive_seconds,
+        type=positive_number(unit="seconds"),
         default=60.0,
         metavar="S",
         help="re-discover and repair labels every S seconds (default: %(default)s)",

@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from common.k8s_names import is_dns_subdomain
 from webhook.policy.cel import CEL_MAX_LENGTH, cel_syntax_problem
+from webhook.policy.fields import name_rule
 
 __all__ = [
     "ALIGN_ATTRIBUTES",
@@ -51,12 +52,9 @@ def template_name_problem(policy: str) -> str | None:
     return None
 
 
-def _device_class_name(value: str) -> str:
-    if not is_dns_subdomain(value):
-        raise ValueError(
-            f"{value!r} is not a DeviceClass name: a DNS subdomain such as gpu.nvidia.com"
-        )
-    return value
+_device_class_name = name_rule(
+    is_dns_subdomain, "a DeviceClass name: a DNS subdomain such as gpu.nvidia.com"
+)
 
 
 def _cel(value: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -42,6 +43,7 @@ __all__ = [
     "SchedulerName",
     "SecretName",
     "SourceUrl",
+    "name_rule",
 ]
 
 SOURCE_SCHEMES = ("s3", "gs", "http", "https", "file")
@@ -80,21 +82,25 @@ def _label_key(value: str) -> str:
     return value
 
 
-def _dns_label(value: str) -> str:
-    if not is_dns_label(value):
-        raise ValueError(
-            f"{value!r} is not a container name: lowercase alphanumerics and '-', at most 63"
-        )
-    return value
+def name_rule(fits: Callable[[str], bool], what: str) -> Callable[[str], str]:
+    """A validator for one of Kubernetes' name rules: the value unchanged when it `fits`,
+    else "'<value>' is not <what>"."""
+
+    def check(value: str) -> str:
+        if not fits(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return check
 
 
-def _secret_name(value: str) -> str:
-    # A DNS subdomain, as the API server checks a Secret's name.
-    if not is_dns_subdomain(value):
-        raise ValueError(
-            f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', at most 253"
-        )
-    return value
+_container_name = name_rule(
+    is_dns_label, "a container name: lowercase alphanumerics and '-', at most 63"
+)
+# A DNS subdomain, as the API server checks a Secret's name.
+_secret_name = name_rule(
+    is_dns_subdomain, "a Secret name: lowercase alphanumerics, '-' and '.', at most 253"
+)
 
 
 def _scheduler_name(value: str) -> str:
@@ -182,7 +188,7 @@ def _source_url(value: str) -> str:
 
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
-ContainerName = Annotated[str, AfterValidator(_dns_label)]
+ContainerName = Annotated[str, AfterValidator(_container_name)]
 NamespaceGlob = Annotated[str, AfterValidator(_namespace_glob)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 
 import aiohttp
@@ -190,12 +189,7 @@ class _Connection(AbstractAsyncContextManager[NodeClient]):
         self._client = NodeClient(client.ApiClient(configuration=cfg), on_call=self._on_call)
         return self._client
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._client is not None:
             await self._client.close()
 
