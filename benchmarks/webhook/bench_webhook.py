@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.procs import Server, cpu_seconds, peak_rss_mb, rss_mb, start_server
-from benchmarks.workload import admission_review, worker_pod, write_policy_dir
+from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
 from webhook.certs.keys import make_ca, make_serving_cert, write_pair
 
 __all__ = ["DISTINCT_PODS", "FLEET_NODES", "LEVELS", "run_webhook_bench", "write_serving_pair"]
@@ -44,7 +44,7 @@ _DISTINCT_LEVELS = (1, 16)
 _TARGETS = {"mutated": 0.8, "mutated, every pod different": 0.6, "pass-through": 0.9}
 FLEET_NODES = 60  # the example fleet's machine classes, cloned
 _LUA = Path(__file__).with_name("loadgen.lua")
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def write_serving_pair(work: Path) -> tuple[Path, Path, Path]:
@@ -189,7 +189,7 @@ def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[
         [
             sys.executable,
             "-m",
-            "benchmarks.apiserver_stub",
+            "benchmarks.webhook.apiserver_stub",
             "--nodes",
             str(FLEET_NODES),
             "--dir",
@@ -245,7 +245,7 @@ def _run(
     )
     bare = start_server(
         "bare",
-        [sys.executable, "-m", "benchmarks.bare_server", *tls],
+        [sys.executable, "-m", "benchmarks.peers.bare_server", *tls],
         log=work / "bare.log",
         env=env,
     )

@@ -11,8 +11,9 @@ children differ only in when gc.freeze() runs: before the node cache fills (as `
 until issue 47) or after. Runs alternate between them and between three kinds (plain: the
 total; split: timers on; alloc: tracemalloc on), and each figure is the median over runs.
 
-    python -m benchmarks.breakdown_miss [--runs 5] [--requests 1500] [--concurrency 1] [--nodes 60]
-    python -m benchmarks.breakdown_miss --pods one   # the hit path, for the difference
+    python -m benchmarks.webhook.breakdown_miss [--runs 5] [--requests 1500] [--concurrency 1] \
+        [--nodes 60]
+    python -m benchmarks.webhook.breakdown_miss --pods one   # the hit path, for the difference
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_webhook import DISTINCT_PODS, FLEET_NODES
-from benchmarks.breakdown_server import INNER, ORDERS, Bare
-from benchmarks.floor import load_average
+from benchmarks.peers.floor import load_average
 from benchmarks.table import markdown_table
-from benchmarks.workload import admission_review, worker_pod
+from benchmarks.webhook.bench_webhook import DISTINCT_PODS, FLEET_NODES
+from benchmarks.webhook.breakdown_server import INNER, ORDERS, Bare
+from benchmarks.webhook.workload import admission_review, worker_pod
 
 __all__ = ["main"]
 
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 _KINDS = ("plain", "split", "alloc")  # timers off; timers and gc counts on; tracemalloc on
 
@@ -48,7 +49,7 @@ class _Child:
         self.order = order
         self.next = 0  # the next body to send: every request a body not sent for a while
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.breakdown_server", order, str(nodes)],
+            [sys.executable, "-m", "benchmarks.webhook.breakdown_server", order, str(nodes)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -206,7 +207,7 @@ def _table(runs: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.breakdown_miss", description=__doc__
+        prog="python -m benchmarks.webhook.breakdown_miss", description=__doc__
     )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--requests", type=int, default=1500, help="per run")

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.bench_e2e import running_cluster
+from benchmarks.e2e.bench_e2e import running_cluster
 from e2e import procs
 from e2e.kube import Kubectl
 from tests.e2e.nrt_truth import nrt_writes, plain_pod, published

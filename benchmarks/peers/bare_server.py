@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from benchmarks.floor import Given, respond
+from benchmarks.peers.floor import Given, respond
 from webhook import jsonio
 
 _ALLOW = (

@@ -19,7 +19,7 @@ by the row's seconds (prefetch's target: ≥ 0.9 on large objects, ≥ 1.0 on ma
 files). Medians of `runs` runs: 9 by default, as on a shared 2-core machine medians of 5
 swung by ±0.1 from one run to the next.
 
-Run alone: `python -m benchmarks.bench_prefetch_peers [--quick]` (--quick: one run, and
+Run alone: `python -m benchmarks.agent.bench_prefetch_peers [--quick]` (--quick: one run, and
 the 2 GiB case left out).
 """
 

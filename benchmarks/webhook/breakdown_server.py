@@ -2,7 +2,8 @@
 cache filled, gc.freeze() before or after the fill, timers around the handler's parts and
 gc.callbacks counting only while a run is on; and `Bare`, the bare aiohttp webhook beside it.
 
-    python -m benchmarks.breakdown_server before|after [NODES]  # 'start KIND', 'stop', 'collect'
+    python -m benchmarks.webhook.breakdown_server before|after [NODES]
+    # then lines on stdin: 'start KIND', 'stop', 'collect'
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_node_cache import fill_cache, fleet_objects
-from benchmarks.bench_webhook import FLEET_NODES, write_serving_pair
 from benchmarks.procs import cpu_seconds, start_server
-from benchmarks.workload import worker_pod, write_policy_dir
+from benchmarks.webhook.bench_node_cache import fill_cache, fleet_objects
+from benchmarks.webhook.bench_webhook import FLEET_NODES, write_serving_pair
+from benchmarks.webhook.workload import worker_pod, write_policy_dir
 from webhook import jsonio
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import load_policy_dir
 
 __all__ = ["INNER", "ORDERS", "Bare", "main"]
 
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 ORDERS = ("before", "after")  # gc.freeze() before / after the node cache fills
 INNER = ("parse_review", "admit", "access line", "metrics")
@@ -208,7 +209,7 @@ class Bare:
             [
                 sys.executable,
                 "-m",
-                "benchmarks.bare_server",
+                "benchmarks.peers.bare_server",
                 *tls,
                 "--patch-file",
                 str(work / "patch.json"),
@@ -233,7 +234,7 @@ def main() -> int:
     order = sys.argv[1] if len(sys.argv) in (2, 3) else ""
     nodes = sys.argv[2] if len(sys.argv) == 3 else str(FLEET_NODES)
     if order not in ORDERS or not nodes.isdigit():
-        usage = f"python -m benchmarks.breakdown_server {'|'.join(ORDERS)} [NODES]"
+        usage = f"python -m benchmarks.webhook.breakdown_server {'|'.join(ORDERS)} [NODES]"
         print(f"usage: {usage}", file=sys.stderr)
         return 2
     logging.getLogger("asyncio").setLevel(logging.ERROR)

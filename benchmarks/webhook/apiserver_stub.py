@@ -7,7 +7,7 @@ a cluster, this serves both over HTTPS with a bearer token, from the test suite'
 the example fleet's machine classes. Prints `kubeconfig: PATH` once serving, then
 `listening: URL`; runs until SIGTERM.
 
-    python -m benchmarks.apiserver_stub --nodes 60 --dir /tmp/work
+    python -m benchmarks.webhook.apiserver_stub --nodes 60 --dir /tmp/work
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from benchmarks.bench_node_cache import fleet_objects
+from benchmarks.webhook.bench_node_cache import fleet_objects
 from tests.agent.sync.fake_pods import PodStore
 from tests.webhook.server.fake_nodes import NodeApiServer
 

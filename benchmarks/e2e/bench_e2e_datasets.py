@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.bench_e2e import running_cluster
+from benchmarks.e2e.bench_e2e import running_cluster
 from e2e import procs
 from e2e.addons.objectstore import client
 from e2e.kube import Kubectl

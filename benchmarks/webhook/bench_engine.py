@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.timing import time_calls
-from benchmarks.workload import jobset, worker_pod, write_policy_dir
+from benchmarks.webhook.workload import jobset, worker_pod, write_policy_dir
 from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.policy.loader import PolicySet, load_policy_dir

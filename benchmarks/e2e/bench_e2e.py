@@ -47,7 +47,7 @@ from webhook.policy.loader import load_policy_dir
 
 __all__ = ["run_e2e_bench", "running_cluster"]
 
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 _PEER_NAME = "topoplace-bench-peer"
 
 PODS = 300  # per path, after warm-up

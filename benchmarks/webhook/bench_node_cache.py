@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from benchmarks.timing import time_calls
-from benchmarks.workload import admission_review, worker_pod, write_policy_dir
+from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
 from webhook.engine.mutation import EngineSettings
 from webhook.explain.index import NodeIndex
 from webhook.policy.loader import load_policy_dir
@@ -40,7 +40,7 @@ from webhook.topology.zones import NodeZones, zones_from_object
 __all__ = ["NODES", "fill_cache", "fleet_objects", "run_node_cache_bench"]
 
 NODES = 5000
-_FLEET = Path(__file__).resolve().parent.parent / "docs" / "examples" / "nodes.yaml"
+_FLEET = Path(__file__).resolve().parents[2] / "docs" / "examples" / "nodes.yaml"
 
 
 def fleet_objects(count: int = NODES) -> list[dict[str, Any]]:

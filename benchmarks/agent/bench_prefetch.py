@@ -11,7 +11,7 @@ seconds (above 1: faster than the plain copy). Figures are medians over `runs` r
 loopback the moto server spends milliseconds of CPU per request and there is no network
 latency to hide, so for small objects the server sets the pace, not the client.
 
-Run alone: `python -m benchmarks.bench_prefetch`.
+Run alone: `python -m benchmarks.agent.bench_prefetch`.
 """
 
 from __future__ import annotations

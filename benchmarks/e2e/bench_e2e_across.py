@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_e2e import running_cluster
+from benchmarks.e2e.bench_e2e import running_cluster
 from e2e import procs
 from e2e.kube import Kubectl
 from tests.e2e.across_fleet import BLOCKS, POLICY, across_fleet, affinity_job, job

@@ -7,10 +7,10 @@ is what the transport does with a body: parse the AdmissionReview bytes, admit, 
 answer's bytes. The DISTINCT_PODS pods of bench_webhook's row are sent in turn, more than
 the answer cache keeps, so every request is a miss (checked after each pass).
 
-    python -m benchmarks.profile_miss                 # CPU µs per request, the floor, the top
-    python -m benchmarks.profile_miss --against DIR   # this tree vs the tree at DIR
+    python -m benchmarks.webhook.profile_miss               # CPU µs per request, the floor, the top
+    python -m benchmarks.webhook.profile_miss --against DIR # this tree vs the tree at DIR
 
-Beside the miss path, passes interleaved with it: the floor (floor.py), parsing the same
+Beside the miss path, passes interleaved with it: the floor (peers/floor.py), parsing the same
 bodies with the same JSON library and writing the same answers' bytes (checked), and the
 ratio of the two medians, each pass with the machine's load.
 
@@ -34,10 +34,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.bench_node_cache import fill_cache, fleet_objects
-from benchmarks.bench_webhook import DISTINCT_PODS, FLEET_NODES, write_serving_pair
-from benchmarks.floor import Given, given_of, load_average, respond
-from benchmarks.workload import admission_review, worker_pod, write_policy_dir
+from benchmarks.peers.floor import Given, given_of, load_average, respond
+from benchmarks.webhook.bench_node_cache import fill_cache, fleet_objects
+from benchmarks.webhook.bench_webhook import DISTINCT_PODS, FLEET_NODES, write_serving_pair
+from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
 from webhook import jsonio
 from webhook.server.answer_cache import CachedAdmitter
 from webhook.server.app import STATE, ServerConfig, build_app
@@ -47,7 +47,7 @@ __all__ = ["miss_path"]
 
 _PASSES = 5
 _TOP = 10
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 Answer = Callable[[bytes], bytes]
 
@@ -177,10 +177,19 @@ def _child() -> int:
     return 0
 
 
+def _module_in(root: Path) -> str | None:
+    """This module's name in the tree at `root`: where it is now, or where it was before the
+    benchmarks were grouped (issue 46), so an older tree can still be compared."""
+    for name in ("benchmarks.webhook.profile_miss", "benchmarks.profile_miss"):
+        if (root / (name.replace(".", "/") + ".py")).is_file():
+            return name
+    return None
+
+
 def _spawn(root: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(root)}
     child = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.profile_miss", "--child"],
+        [sys.executable, "-m", str(_module_in(root)), "--child"],
         cwd=root,
         env=env,
         stdin=subprocess.PIPE,
@@ -229,7 +238,9 @@ def _against(other: Path, passes: int) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.profile_miss", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.webhook.profile_miss", description=__doc__
+    )
     parser.add_argument("--against", type=Path, metavar="DIR", help="another copy of the repo")
     parser.add_argument("--passes", type=int, default=_PASSES)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -237,8 +248,8 @@ def main() -> int:
     if args.child:
         return _child()
     if args.against is not None:
-        if not (args.against / "benchmarks" / "profile_miss.py").is_file():
-            parser.error(f"--against {args.against}: no benchmarks/profile_miss.py there")
+        if _module_in(args.against) is None:
+            parser.error(f"--against {args.against}: no benchmarks/webhook/profile_miss.py there")
         return _against(args.against, args.passes)
     with tempfile.TemporaryDirectory() as tmp:
         answer, cache = miss_path(Path(tmp))
