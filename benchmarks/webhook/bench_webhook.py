@@ -206,18 +206,10 @@ def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[
         api.stop()
 
 
-def _run(
-    work: Path,
-    bodies: dict[str, list[bytes]],
-    tls: list[str],
-    env: dict[str, str],
-    *,
-    api_kubeconfig: Path,
-    runs: int,
-    seconds: float,
-) -> dict[str, list[dict[str, Any]]]:
+def _start_ours(work: Path, tls: list[str], env: dict[str, str], *, api_kubeconfig: Path) -> Server:
+    """`topoplace-webhook serve` with its node and template caches, fed by the API stub."""
     policies = work / "policies"
-    ours = start_server(
+    return start_server(
         "topoplace",
         [
             sys.executable,
@@ -243,6 +235,39 @@ def _run(
         log=work / "serve.log",
         env=env,
     )
+
+
+def _memory_rows(started_rss: float | None, ours: Server, bare: Server) -> list[dict[str, Any]]:
+    return [
+        {
+            "process": f"topoplace-webhook serve (after start, caches filled, {FLEET_NODES} nodes)",
+            "RSS MB": started_rss,
+            "target": "≤ 100 MB",
+        },
+        {
+            "process": "topoplace-webhook serve (after load)",
+            "peak RSS MB": peak_rss_mb(ours.process.pid),
+            "target": "",
+        },
+        {
+            "process": "bare aiohttp TLS server (after load)",
+            "peak RSS MB": peak_rss_mb(bare.process.pid),
+            "target": "",
+        },
+    ]
+
+
+def _run(
+    work: Path,
+    bodies: dict[str, list[bytes]],
+    tls: list[str],
+    env: dict[str, str],
+    *,
+    api_kubeconfig: Path,
+    runs: int,
+    seconds: float,
+) -> dict[str, list[dict[str, Any]]]:
+    ours = _start_ours(work, tls, env, api_kubeconfig=api_kubeconfig)
     bare = start_server(
         "bare",
         [sys.executable, "-m", "benchmarks.peers.bare_server", *tls],
@@ -271,24 +296,7 @@ def _run(
                             )
                         )
                 rows.append(_row(kind, level, samples["bare"], samples["ours"]))
-        memory = [
-            {
-                "process": "topoplace-webhook serve "
-                f"(after start, caches filled, {FLEET_NODES} nodes)",
-                "RSS MB": started_rss,
-                "target": "≤ 100 MB",
-            },
-            {
-                "process": "topoplace-webhook serve (after load)",
-                "peak RSS MB": peak_rss_mb(ours.process.pid),
-                "target": "",
-            },
-            {
-                "process": "bare aiohttp TLS server (after load)",
-                "peak RSS MB": peak_rss_mb(bare.process.pid),
-                "target": "",
-            },
-        ]
+        memory = _memory_rows(started_rss, ours, bare)
     finally:
         ours_rc = ours.stop()
         bare.stop()

@@ -109,6 +109,25 @@ def _container(name: str, *, gpus: int, command: list[str] | None, index: int) -
     return c
 
 
+def _api_access_volume() -> dict[str, Any]:
+    """The service-account token volume the API server's admission adds to every pod."""
+    return {
+        "name": "kube-api-access-x7k2p",
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {
+                    "configMap": {
+                        "name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    }
+                },
+            ],
+            "defaultMode": 420,
+        },
+    }
+
+
 def worker_pod(
     *, gpus: int = 8, containers: int = 1, opted_in: bool = True, index: int = 0
 ) -> dict[str, Any]:
@@ -150,23 +169,7 @@ def worker_pod(
             ],
         },
         "spec": {
-            "volumes": [
-                {
-                    "name": "kube-api-access-x7k2p",
-                    "projected": {
-                        "sources": [
-                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                            {
-                                "configMap": {
-                                    "name": "kube-root-ca.crt",
-                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                                }
-                            },
-                        ],
-                        "defaultMode": 420,
-                    },
-                }
-            ],
+            "volumes": [_api_access_volume()],
             "containers": [main, *extra],
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 30,
