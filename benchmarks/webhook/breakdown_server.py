@@ -26,6 +26,7 @@ from typing import Any
 from benchmarks.procs import cpu_seconds, start_server
 from benchmarks.webhook.bench_node_cache import fill_cache, fleet_objects
 from benchmarks.webhook.bench_webhook import FLEET_NODES, write_serving_pair
+from benchmarks.webhook.profile_miss import serve_config
 from benchmarks.webhook.workload import worker_pod, write_policy_dir
 from webhook import jsonio
 from webhook.engine.recipe import mutate
@@ -107,22 +108,12 @@ def _serve_child(order: str, nodes: int) -> int:
 
     import webhook.server.app as app_module
     from common.logsetup import configure_logging
-    from webhook.server.app import STATE, ServerConfig, build_app, make_app
+    from webhook.server.app import STATE, build_app, make_app
 
     configure_logging("info", "json")  # stderr is /dev/null: the access line is written
     meter = _Meter()
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        _ca, cert, key = write_serving_pair(work)
-        config = ServerConfig(
-            policies_dir=write_policy_dir(work / "policies"),
-            cert_path=cert,
-            key_path=key,
-            metrics_port=None,
-            node_cache=True,
-            claim_template_cache=True,
-        )
-        state = build_app(config)[STATE]
+        state = build_app(serve_config(Path(tmp)))[STATE]
         assert state.nodes is not None and state.tls is not None
         if order == "before":
             gc.freeze()

@@ -43,7 +43,7 @@ from webhook.server.answer_cache import CachedAdmitter
 from webhook.server.app import STATE, ServerConfig, build_app
 from webhook.server.review import parse_review
 
-__all__ = ["miss_path"]
+__all__ = ["miss_path", "serve_config"]
 
 _PASSES = 5
 _TOP = 10
@@ -52,10 +52,11 @@ _REPO = Path(__file__).resolve().parents[2]
 Answer = Callable[[bytes], bytes]
 
 
-def miss_path(work: Path) -> tuple[Answer, CachedAdmitter]:
-    """The request path of `serve` as a function of the body, and its answer cache."""
+def serve_config(work: Path) -> ServerConfig:
+    """`serve` as the benchmarks measure it: its caches on, metrics off, a key pair and the
+    bench policy under `work`."""
     _ca, cert, key = write_serving_pair(work)
-    config = ServerConfig(
+    return ServerConfig(
         policies_dir=write_policy_dir(work / "policies"),
         cert_path=cert,
         key_path=key,
@@ -63,7 +64,11 @@ def miss_path(work: Path) -> tuple[Answer, CachedAdmitter]:
         node_cache=True,
         claim_template_cache=True,
     )
-    state = build_app(config)[STATE]
+
+
+def miss_path(work: Path) -> tuple[Answer, CachedAdmitter]:
+    """The request path of `serve` as a function of the body, and its answer cache."""
+    state = build_app(serve_config(work))[STATE]
     assert state.nodes is not None
     fill_cache(state.nodes, fleet_objects(FLEET_NODES))
     admitter = state.admitter
