@@ -27,6 +27,7 @@ __all__ = [
     "DiscoveryError",
     "DiscoveryOptions",
     "discover",
+    "read_machine_topology",
 ]
 
 
@@ -60,7 +61,12 @@ class Discovery:
     position: PositionFacts = field(default_factory=PositionFacts)
 
 
-def discover(options: DiscoveryOptions) -> Discovery:
+def read_machine_topology(
+    options: DiscoveryOptions, *, with_datasets: bool = True
+) -> tuple[Topology, pci.PciInventory]:
+    """The machine's topology from the sources, and the PCI inventory it was built from: what
+    `discover` labels and what the audit resolves device IDs against. DiscoveryError when the
+    sysfs root holds nothing readable."""
     root = options.sysfs_root
     if not os.path.isdir(root):
         raise DiscoveryError(f"sysfs root {root} is not a directory; pass --sysfs-root")
@@ -77,8 +83,13 @@ def discover(options: DiscoveryOptions) -> Discovery:
         nics=nic.discover(root),
         nvml=nvml.discover(enabled=options.use_nvml),
         kubelet=kubelet.discover(options.kubelet_config, options.kubelet_config_dir),
-        datasets=datasets.discover(options.dataset_root).newest,
+        datasets=datasets.discover(options.dataset_root).newest if with_datasets else {},
     )
+    return topology, pci_info
+
+
+def discover(options: DiscoveryOptions) -> Discovery:
+    topology, _ = read_machine_topology(options)
     if options.pod_resources_socket is not None:
         topology = replace(
             topology, rdma_resources=_offered(options.pod_resources_socket, topology)
