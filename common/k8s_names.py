@@ -67,6 +67,8 @@ def label_value_problem(value: str) -> str | None:
     return _name_problem(value, "label value")
 
 
+# Alike in shape to `_name_problem` on purpose: apimachinery has two rules (a qualified name's
+# name part, and an object's DNS subdomain) with their own bounds and wording.
 def object_name_problem(name: str) -> str | None:
     """None when `name` is a valid name for most objects (a lowercase DNS subdomain, as
     apimachinery's NameIsDNSSubdomain checks), else why not."""
