@@ -14,9 +14,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from common.logsetup import add_logging_arguments, configure_logging
+from common.logsetup import configure_logging
 
-__all__ = ["Command", "Main", "make_main"]
+__all__ = ["Command", "Main", "add_logging_arguments", "make_main"]
 
 # subcommand name -> (module path, one-line help)
 Command = tuple[str, str]
@@ -66,3 +66,19 @@ def make_main(prog: str, doc: str, commands: Mapping[str, Command]) -> Main:
         return int(importlib.import_module(commands[args.command][0]).run(args))
 
     return main
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser, *, with_defaults: bool = True) -> None:
+    """Add --log-level/--log-format; subcommand parsers pass with_defaults=False so a value
+    given before the subcommand is not overwritten by the subparser's default."""
+    level_default = "info" if with_defaults else argparse.SUPPRESS
+    fmt_default = "text" if with_defaults else argparse.SUPPRESS
+    parser.add_argument(
+        "--log-level", default=level_default, choices=["debug", "info", "warning", "error"]
+    )
+    parser.add_argument(
+        "--log-format",
+        default=fmt_default,
+        choices=["text", "json"],
+        help="text (default) or json: one object per line",
+    )
