@@ -24,53 +24,57 @@ Rows = list[dict[str, Any]]
 SECTIONS: dict[str, tuple[str, str, str]] = {
     "webhook": (
         "Webhook server vs bare aiohttp TLS floor (wrk, loopback)",
-        "benchmarks.bench_webhook",
+        "benchmarks.webhook.bench_webhook",
         "run_webhook_bench",
     ),
-    "engine": ("Mutation engine scaling", "benchmarks.bench_engine", "run_engine_bench"),
+    "engine": ("Mutation engine scaling", "benchmarks.webhook.bench_engine", "run_engine_bench"),
     "nodecache": (
         "No-fit admission check at 5,000 nodes: node cache on vs off",
-        "benchmarks.bench_node_cache",
+        "benchmarks.webhook.bench_node_cache",
         "run_node_cache_bench",
     ),
-    "discovery": ("Agent discovery", "benchmarks.bench_discovery", "run_discovery_bench"),
+    "discovery": ("Agent discovery", "benchmarks.agent.bench_discovery", "run_discovery_bench"),
     "locality": (
         "Measured locality per audit, 110 pods (fixtures)",
-        "benchmarks.bench_locality",
+        "benchmarks.agent.bench_locality",
         "run_locality_bench",
     ),
-    "sync": ("Agent label sync", "benchmarks.bench_agent_sync", "run_sync_bench"),
-    "prefetch": ("Dataset prefetch throughput", "benchmarks.bench_prefetch", "run_prefetch_bench"),
+    "sync": ("Agent label sync", "benchmarks.agent.bench_agent_sync", "run_sync_bench"),
+    "prefetch": (
+        "Dataset prefetch throughput",
+        "benchmarks.agent.bench_prefetch",
+        "run_prefetch_bench",
+    ),
     "prefetch-peers": (
         "Prefetch next to the fastest S3 copiers (versitygw on loopback, cold cache each run)",
-        "benchmarks.bench_prefetch_peers",
+        "benchmarks.agent.bench_prefetch_peers",
         "run_prefetch_peers_bench",
     ),
     "memory": ("Memory", "benchmarks.bench_memory", "run_memory_bench"),
     "bounded": (
         "Bounded work for any input: extreme pods, the alias bomb, an admission fuzz",
-        "benchmarks.bench_bounded",
+        "benchmarks.webhook.bench_bounded",
         "run_bounded_bench",
     ),
     # Not in the default run: it needs the real control plane (make bench-e2e).
     "e2e": (
         "Pod create through the real kube-apiserver: our webhook next to its peers",
-        "benchmarks.bench_e2e",
+        "benchmarks.e2e.bench_e2e",
         "run_e2e_bench",
     ),
     "e2e-datasets": (
         "Pod create to worker start with a dataset, on the real kubelets: cold and cached",
-        "benchmarks.bench_e2e_datasets",
+        "benchmarks.e2e.bench_e2e_datasets",
         "run_e2e_datasets_bench",
     ),
     "e2e-nrt": (
         "Free capacity per NUMA node on the real kubelets: NodeResourceTopology freshness",
-        "benchmarks.bench_e2e_nrt",
+        "benchmarks.e2e.bench_e2e_nrt",
         "run_e2e_nrt_bench",
     ),
     "e2e-across": (
         "A 4-pod job, create to all Running on the real kubelets: kept together or not",
-        "benchmarks.bench_e2e_across",
+        "benchmarks.e2e.bench_e2e_across",
         "run_e2e_across_bench",
     ),
 }

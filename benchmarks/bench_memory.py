@@ -40,7 +40,7 @@ _IMPORTS = {
     ],
     "aiohttp + prometheus_client": ["aiohttp.web", "prometheus_client"],
     "webhook server modules": ["webhook.server.app", "webhook.engine.recipe"],
-    "agent sync modules": ["agent.sync.loop", "agent.discovery.discover"],
+    "agent sync modules": ["agent.sync.labels.loop", "agent.discovery.discover"],
 }
 
 

@@ -20,7 +20,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-__all__ = ["Backoff", "BackoffPolicy", "RecordingSleep", "Sleep"]
+__all__ = ["Backoff", "BackoffPolicy", "RecordingSleep", "Sleep", "sleep_until_set"]
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -106,3 +106,20 @@ class RecordingSleep:
     async def __call__(self, seconds: float) -> None:
         self.delays.append(seconds)
         await asyncio.sleep(0)
+
+
+async def sleep_until_set(sleep: Sleep, seconds: float, *events: asyncio.Event) -> None:
+    """`sleep(seconds)`, cut short as soon as any of `events` is set.
+
+    The injected `sleep` keeps tests from really waiting; the caller reads which event woke
+    it from the events themselves. Every helper task is cancelled and awaited before return,
+    so none outlives the call.
+    """
+    waiters: set[asyncio.Future[object]] = {asyncio.ensure_future(sleep(seconds))}
+    waiters.update(asyncio.ensure_future(event.wait()) for event in events)
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waiters:
+            task.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)

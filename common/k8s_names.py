@@ -8,8 +8,12 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "DNS_SUBDOMAIN_PATTERN",
     "MAX_NAME",
     "MAX_OBJECT_NAME",
+    "NAME_PATTERN",
+    "is_dns_label",
+    "is_dns_subdomain",
     "is_label_key",
     "is_label_name",
     "is_label_value",
@@ -22,9 +26,13 @@ __all__ = [
 MAX_NAME = 63
 MAX_OBJECT_NAME = 253
 _MAX_PREFIX = 253
-_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+# The patterns themselves, for a rule that composes them (a qualified resource name).
+NAME_PATTERN = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_DNS_LABEL_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN_PATTERN = rf"{_DNS_LABEL_PATTERN}(\.{_DNS_LABEL_PATTERN})*"
+_NAME = re.compile(NAME_PATTERN)
+_DNS_LABEL = re.compile(_DNS_LABEL_PATTERN)
+_DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 _INVALID_RUN = re.compile(r"[^-A-Za-z0-9_.]+")
 
 
@@ -59,6 +67,8 @@ def label_value_problem(value: str) -> str | None:
     return _name_problem(value, "label value")
 
 
+# Alike in shape to `_name_problem` on purpose: apimachinery has two rules (a qualified name's
+# name part, and an object's DNS subdomain) with their own bounds and wording.
 def object_name_problem(name: str) -> str | None:
     """None when `name` is a valid name for most objects (a lowercase DNS subdomain, as
     apimachinery's NameIsDNSSubdomain checks), else why not."""
@@ -72,6 +82,16 @@ def object_name_problem(name: str) -> str | None:
             "and end with an alphanumeric"
         )
     return None
+
+
+def is_dns_label(value: str) -> bool:
+    """A DNS label (RFC 1123) as apimachinery's IsDNS1123Label: container and namespace names."""
+    return len(value) <= MAX_NAME and _DNS_LABEL.fullmatch(value) is not None
+
+
+def is_dns_subdomain(value: str) -> bool:
+    """A DNS subdomain (RFC 1123) as apimachinery's IsDNS1123Subdomain: most object names."""
+    return len(value) <= MAX_OBJECT_NAME and _DNS_SUBDOMAIN.fullmatch(value) is not None
 
 
 def is_label_key(key: str) -> bool:

@@ -12,6 +12,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client, config
 
@@ -21,6 +22,7 @@ __all__ = [
     "ConfigError",
     "api_client_until_ready",
     "check_kubeconfig",
+    "follow_when_ready",
     "load_configuration",
     "load_configuration_until_ready",
 ]
@@ -137,3 +139,21 @@ async def api_client_until_ready(
     )
     async with client.ApiClient(cfg) as api:
         yield api
+
+
+async def follow_when_ready(
+    kubeconfig: Path | None,
+    follow: Callable[[Any], Awaitable[None]],
+    *,
+    api: str,
+    what: str,
+    sleep: Callable[[float], Awaitable[None]],
+    next_delay: Callable[[], float],
+) -> None:
+    """A long-running cache's `run`: wait for a usable configuration, then hand `follow` (its
+    list+watch) kubernetes-asyncio's `client.<api>` (`"CoreV1Api"`, …) until cancelled. The
+    cache itself says only which list it follows and what it does with an object."""
+    async with api_client_until_ready(
+        kubeconfig, what=what, sleep=sleep, next_delay=next_delay
+    ) as api_client:
+        await follow(getattr(client, api)(api_client))

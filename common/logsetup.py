@@ -6,7 +6,6 @@ so a decision log line ("gpu-nic-pairs 8 → 7", uid, latency) stays greppable e
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -18,7 +17,7 @@ import orjson
 
 from common.logbatch import BatchingStreamHandler
 
-__all__ = ["LogFormat", "add_logging_arguments", "configure_logging", "log_fields"]
+__all__ = ["LogFormat", "configure_logging", "log_fields"]
 
 LogFormat = Literal["text", "json"]
 
@@ -189,19 +188,3 @@ def configure_logging(level: str = "info", fmt: LogFormat = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-
-
-def add_logging_arguments(parser: argparse.ArgumentParser, *, with_defaults: bool = True) -> None:
-    """Add --log-level/--log-format; subcommand parsers pass with_defaults=False so a value
-    given before the subcommand is not overwritten by the subparser's default."""
-    level_default = "info" if with_defaults else argparse.SUPPRESS
-    fmt_default = "text" if with_defaults else argparse.SUPPRESS
-    parser.add_argument(
-        "--log-level", default=level_default, choices=["debug", "info", "warning", "error"]
-    )
-    parser.add_argument(
-        "--log-format",
-        default=fmt_default,
-        choices=["text", "json"],
-        help="text (default) or json: one object per line",
-    )

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from agent.audit.resolve import DEFAULT_GPU_RESOURCES, Resolver
 from agent.audit.verdict import ContainerAudit, audit_pods
-from agent.discovery.discover import DiscoveryError, DiscoveryOptions
-from agent.discovery.topology import Topology, build_topology
-from agent.sources import cpu, device_ids, kubelet, nic, nvml, pci
+from agent.discovery.discover import DiscoveryOptions, read_machine_topology
+from agent.discovery.topology import Topology
+from agent.sources import device_ids
 from agent.sources.podresources import DEFAULT_SOCKET, PodResources, list_pod_resources
 
 __all__ = ["AuditOptions", "Machine", "audit", "list_pods", "read_machine"]
@@ -37,22 +37,9 @@ class Machine:
 
 def read_machine(options: AuditOptions) -> Machine:
     """The hardware side, which changes rarely (the monitor re-reads it on each resync)."""
-    d = options.discovery
-    root = d.sysfs_root
-    if not root.is_dir():
-        raise DiscoveryError(f"sysfs root {root} is not a directory; pass --sysfs-root")
-    cpu_info, pci_info = cpu.discover(root), pci.discover(root)
-    if not cpu_info.online and not pci_info.devices:
-        raise DiscoveryError(f"no CPUs and no PCI devices readable under {root}")
-    topology = build_topology(
-        cpu=cpu_info,
-        pci=pci_info,
-        nics=nic.discover(root),
-        nvml=nvml.discover(enabled=d.use_nvml),
-        kubelet=kubelet.discover(d.kubelet_config, d.kubelet_config_dir),
-        datasets={},
-    )
-    ids = device_ids.discover(root, options.proc_root)
+    # The audit places devices; the dataset cache is no part of that.
+    topology, pci_info = read_machine_topology(options.discovery, with_datasets=False)
+    ids = device_ids.discover(options.discovery.sysfs_root, options.proc_root)
     resolver = Resolver(topology, pci_info, ids, gpu_resources=options.gpu_resources)
     return Machine(topology=topology, resolver=resolver)
 

@@ -37,6 +37,7 @@ from agent.audit.render import counts
 from agent.audit.verdict import ContainerAudit
 from agent.discovery.discover import DiscoveryError
 from agent.sources.podresources import PodResourcesError
+from common.backoff import sleep_until_set
 
 __all__ = ["AuditMetrics", "AuditMonitor", "LocalityMetrics"]
 
@@ -273,13 +274,7 @@ class AuditMonitor:
                     await asyncio.wait_for(stop.wait(), self._interval)
 
     async def _wait(self, delay: float, stop: asyncio.Event) -> None:
-        waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._poked.wait())}
-        try:
-            await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in waiters:
-                task.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
+        await sleep_until_set(asyncio.sleep, delay, stop, self._poked)
 
     async def run(self, stop: asyncio.Event) -> None:
         watcher = asyncio.create_task(self._watch_socket_dir(stop))

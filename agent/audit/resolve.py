@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.discovery.links import Place
-from agent.discovery.topology import Topology
+from agent.discovery.topology import Topology, place_of
 from agent.sources.device_ids import DeviceIds
 from agent.sources.nic import natural_key
-from agent.sources.pci import PciDevice, PciInventory, is_bdf
+from agent.sources.pci import PciInventory, is_bdf
 from agent.sources.podresources import ClaimDevice
 
-__all__ = ["DEFAULT_GPU_RESOURCES", "Held", "Resolver", "place_of"]
+__all__ = ["DEFAULT_GPU_RESOURCES", "Held", "Resolver"]
 
 DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
 _SHORT_BDF = re.compile(r"[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
@@ -54,16 +54,6 @@ class Held:
         if self.gpu_index is not None:
             return f"GPU{self.gpu_index}"
         return self.rdma_name or self.bdf or self.id
-
-
-def place_of(device: PciDevice, single_node: int | None) -> Place:
-    numa = device.numa_node if device.numa_node >= 0 else single_node
-    return Place(
-        root_complex=device.root_complex,
-        ancestors=device.ancestors,
-        switch=device.switch,
-        numa_node=numa,
-    )
 
 
 class Resolver:

@@ -99,6 +99,39 @@ def _machine_order(h: Held) -> tuple[int, str, str]:
     return (h.gpu_index if h.gpu_index is not None else 1 << 30, h.bdf or "", h.id)
 
 
+def _held_devices(container: ContainerResources, resolver: Resolver) -> list[Held]:
+    """What the container holds, device-plugin IDs and DRA claims, in machine order (the
+    kubelet keeps device IDs in a set: report them in the machine's order, not its order)."""
+    held = [
+        resolver.resolve(device_id, d.resource_name, d.numa_nodes)
+        for d in container.devices
+        for device_id in d.device_ids
+    ]
+    held += [resolver.resolve_claim(c) for c in container.claims]
+    held.sort(key=_machine_order)
+    return held
+
+
+def _aligned_reason(
+    gpu_numa: frozenset[int],
+    cpu_numa: frozenset[int],
+    memory_numa: frozenset[int],
+    nic_link: str | None,
+    *,
+    held_nics: bool,
+) -> str:
+    """Why an aligned container is aligned; `nic_link`: the worst of the GPUs' best links to
+    a held NIC."""
+    parts = [f"GPUs on {_nodes(gpu_numa)}", f"exclusive CPUs on {_nodes(cpu_numa)}"]
+    if memory_numa:
+        parts.append(f"memory on {_nodes(memory_numa)}")
+    if held_nics:
+        parts.append(f"every GPU has a held NIC at {nic_link} or better")
+    else:
+        parts.append("no RDMA NIC held")
+    return "; ".join(parts)
+
+
 def audit_container(
     pod: PodResources,
     container: ContainerResources,
@@ -108,14 +141,7 @@ def audit_container(
 ) -> ContainerAudit | None:
     """The audit of one container, or None when it holds no GPU. `taken`: PCI addresses of
     the GPUs any container of the node holds by a known address."""
-    held = [
-        resolver.resolve(device_id, d.resource_name, d.numa_nodes)
-        for d in container.devices
-        for device_id in d.device_ids
-    ]
-    held += [resolver.resolve_claim(c) for c in container.claims]
-    # The kubelet keeps device IDs in a set: report them in machine order, not its order.
-    held.sort(key=_machine_order)
+    held = _held_devices(container, resolver)
     gpus = tuple(h for h in held if h.kind == "gpu")
     if not gpus:
         return None
@@ -165,14 +191,7 @@ def audit_container(
         verdict, reason = problems[0]
     else:
         verdict = "aligned"
-        parts = [f"GPUs on {_nodes(gpu_numa)}", f"exclusive CPUs on {_nodes(cpu_numa)}"]
-        if memory_numa:
-            parts.append(f"memory on {_nodes(memory_numa)}")
-        if nics:
-            parts.append(f"every GPU has a held NIC at {nic.worst} or better")
-        else:
-            parts.append("no RDMA NIC held")
-        reason = "; ".join(parts)
+        reason = _aligned_reason(gpu_numa, cpu_numa, memory_numa, nic.worst, held_nics=bool(nics))
     return ContainerAudit(
         namespace=pod.namespace,
         pod=pod.name,

@@ -15,7 +15,6 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 
 __all__ = ["DatasetLock", "is_locked_by_other", "try_lock"]
 
@@ -117,12 +116,7 @@ class DatasetLock:
         self.acquire()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 

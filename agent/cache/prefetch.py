@@ -222,6 +222,18 @@ def prefetch(
         return _fetch_locked(req, retry, progress_interval_s)
 
 
+def _temporary_version_dir(ddir: Path, version: str) -> Path:
+    """A new directory beside the versions that becomes the version once complete."""
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{version}-", dir=ddir))
+        # mkdtemp makes it 0700; it becomes the version directory, which workers running
+        # as any user mount read-only.
+        os.chmod(tmp, 0o755)
+    except OSError as exc:
+        raise CacheWriteError(exc, ddir) from exc
+    return tmp
+
+
 def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -> PrefetchResult:
     root = req.cache_root
     src = open_source(
@@ -252,13 +264,7 @@ def _fetch_locked(req: PrefetchRequest, retry: RetryPolicy, interval_s: float) -
         ).fits
     ddir = dataset_dir(root, req.dataset)
     vdir = version_dir(root, req.dataset, req.version)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{req.version}-", dir=ddir))
-        # mkdtemp makes it 0700; it becomes the version directory, which workers running
-        # as any user mount read-only.
-        os.chmod(tmp, 0o755)
-    except OSError as exc:
-        raise CacheWriteError(exc, ddir) from exc
+    tmp = _temporary_version_dir(ddir, req.version)
     started = time.monotonic()
     progress = ProgressReporter(bytes_total=total, files_total=len(files), interval_s=interval_s)
     try:

@@ -4,7 +4,7 @@ pure formatting of what it logs (bytes, files, rate, ETA) and of the final one-l
 Lines go through logging (stderr), so `--log-format json` keeps them machine-readable. The
 outcome of a prefetch that succeeded is also its init container's termination message
 (`PrefetchReport`), which the node's agent reads from the pod's status to count hits, bytes
-and evictions that could not make room (agent/sync/prefetches.py).
+and evictions that could not make room (agent/sync/pod_events/prefetches.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, ValidationError
@@ -147,12 +146,7 @@ class ProgressReporter:
         self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

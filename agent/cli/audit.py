@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common.cli.numbers import positive_number
+
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable, Iterable
@@ -39,16 +41,6 @@ def _socket_path(text: str) -> Path:
     return Path(text)
 
 
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"a share is more than 0 and at most 1, got {text}")
-    return value
-
-
 def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags `audit` and `run` share."""
     from agent.sources.podresources import DEFAULT_SOCKET
@@ -70,7 +62,7 @@ def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--locality-threshold",
-        type=_share,
+        type=positive_number(at_most=1),
         default=0.8,
         metavar="SHARE",
         help="a GPU pod with less than this share (0 to 1) of its memory on its GPUs' NUMA "
@@ -92,8 +84,8 @@ def add_pod_resources_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agent.cli.discovery_flags import add_discovery_arguments
     from agent.cli.pod_list import add_pod_list_arguments
-    from agent.discovery.discover import add_discovery_arguments
 
     add_discovery_arguments(parser)
     add_pod_resources_arguments(parser)
@@ -110,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def audit_options(args: argparse.Namespace) -> AuditOptions:
     from agent.audit.facts import AuditOptions
     from agent.audit.resolve import DEFAULT_GPU_RESOURCES
-    from agent.discovery.discover import options_from_args
+    from agent.cli.discovery_flags import options_from_args
 
     return AuditOptions(
         discovery=options_from_args(args),

@@ -11,7 +11,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+from common.cli.cluster_flags import add_kubeconfig_argument, add_node_name_argument
 
 __all__ = ["add_arguments", "run"]
 
@@ -28,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _cleanup(node: str, kubeconfig: Path | None) -> int:
     import asyncio
 
-    from agent.sync.node_client import ApiRejected, NodeApiError, NodeNotFound, connect
-    from agent.sync.node_diff import NodeMeta, changes_between, cleanup_patch, describe
+    from agent.sync.labels.node_client import ApiRejected, NodeApiError, NodeNotFound, connect
+    from agent.sync.labels.node_diff import NodeMeta, changes_between, cleanup_patch, describe
     from common.backoff import Backoff, BackoffPolicy
 
     backoff = Backoff(BackoffPolicy(initial=0.5, cap=5.0))

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from agent.discovery.discover import add_discovery_arguments
+    from agent.cli.discovery_flags import add_discovery_arguments
 
     add_discovery_arguments(parser)
     parser.add_argument(
@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.discovery.discover import DiscoveryError, discover, options_from_args
+    from agent.cli.discovery_flags import options_from_args
+    from agent.discovery.discover import DiscoveryError, discover
     from agent.discovery.table import render_table
 
     try:

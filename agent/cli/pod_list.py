@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.cluster_flags import add_kubeconfig_argument
+from common.cli.cluster_flags import add_kubeconfig_argument
 
 if TYPE_CHECKING:
     from agent.audit.measure import PodRef

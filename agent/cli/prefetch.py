@@ -191,7 +191,8 @@ def _failed(reason: str) -> None:
 
 def _terminated_with(message: str) -> None:
     """The termination message: a failure's reason, or a success's report, which the node's
-    agent counts (agent/sync/prefetches.py). One line, within the kubelet's 4096 bytes."""
+    agent counts (agent/sync/pod_events/prefetches.py). One line, within the kubelet's 4096
+    bytes."""
     if TERMINATION_LOG.is_file():
         with contextlib.suppress(OSError):
             TERMINATION_LOG.write_text(message.splitlines()[0][:4096] + "\n")

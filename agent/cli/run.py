@@ -13,10 +13,15 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from common.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+from common.cli.cluster_flags import add_kubeconfig_argument, add_node_name_argument
+from common.cli.numbers import positive_number
 
 if TYPE_CHECKING:
-    from agent.sync.health import AgentMetrics
+    import asyncio
+
+    from agent.discovery.discover import DiscoveryOptions
+    from agent.sync.health.server import AgentMetrics
+    from agent.sync.labels.loop import SyncLoop
 
 __all__ = ["add_arguments", "run"]
 
@@ -30,8 +35,8 @@ _SHUTDOWN_GRACE = 5.0
 def _pod_counts(metrics: AgentMetrics, index: Any = None) -> Callable[[Mapping[str, Any]], None]:
     """What the pod watch feeds every pod it sees: the kubelet refusals, the prefetches and
     the pods' UIDs for the locality audit."""
-    from agent.sync.prefetches import PrefetchCounts
-    from agent.sync.refusals import KubeletRefusals
+    from agent.sync.pod_events.prefetches import PrefetchCounts
+    from agent.sync.pod_events.refusals import KubeletRefusals
 
     refusals = KubeletRefusals(metrics.registry)
     prefetches = PrefetchCounts(metrics.registry)
@@ -56,24 +61,14 @@ def _locality_state(args: argparse.Namespace) -> tuple[Any, Any]:
     return rates, PodIndex() if measuring else None
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from agent.discovery.discover import add_discovery_arguments
+    from agent.cli.discovery_flags import add_discovery_arguments
 
     add_node_name_argument(parser, purpose="label")
     add_discovery_arguments(parser)
     parser.add_argument(
         "--resync-interval",
-        type=_positive_seconds,
+        type=positive_number(unit="seconds"),
         default=60.0,
         metavar="S",
         help="re-discover and repair labels every S seconds (default: %(default)s)",
@@ -119,13 +114,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import signal
-    from functools import partial
 
-    from agent.discovery.discover import discover, options_from_args
-    from agent.sync.cache_watch import watch_cache
-    from agent.sync.health import AgentMetrics, HealthServer
-    from agent.sync.loop import SyncEvent, SyncLoop, log_event
-    from agent.sync.node_client import connect
+    from agent.cli.discovery_flags import options_from_args
+    from agent.sync.health.server import AgentMetrics, HealthServer
+    from agent.sync.labels.node_client import connect
 
     options = options_from_args(args)
     metrics = AgentMetrics()
@@ -134,50 +126,12 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    def emit(event: SyncEvent) -> None:
-        log_event(event)
-        metrics.record(event)
-
     async with (
         connect(kubeconfig=args.kubeconfig, on_call=metrics.record) as nodes,
         HealthServer(metrics, host=args.metrics_host, port=args.metrics_port),
     ):
-        sync = SyncLoop(
-            nodes,
-            partial(discover, options),
-            node_name=args.node_name,
-            resync_interval=args.resync_interval,
-            emit=emit,
-        )
-        watcher = asyncio.create_task(watch_cache(options.dataset_root, sync.poke, stop=stop))
-        leasing = set()
-        rates, index = _locality_state(args)
-        publisher = _publisher(args, nodes.api, metrics, rates)
-        if publisher is not None:
-            leasing.add(asyncio.create_task(publisher.run(stop)))
-        if args.dataset_leases or publisher is not None or index is not None:
-            from agent.sync.pod_watch import PodLeases
-
-            # One watch of this node's pods serves both the leases and the publisher.
-            keeper = PodLeases(
-                nodes.api,
-                node_name=args.node_name,
-                cache_root=options.dataset_root,
-                host_root=args.dataset_host_root,
-                on_event=publisher.poke if publisher is not None else lambda: None,
-                on_pod=_pod_counts(metrics, index),
-                lease=args.dataset_leases,
-            )
-            leasing.add(asyncio.create_task(keeper.run(stop)))
-        from agent.cli.audit import start_monitor
-
-        auditing = start_monitor(  # empty with --no-audit
-            args,
-            metrics.registry,
-            stop,
-            refs=index.refs if index is not None else list,
-            rates=rates,
-        )
+        sync = _sync_loop(args, options, nodes, metrics)
+        helpers = _start_helpers(args, options, nodes, metrics, sync.poke, stop)
         log.info(
             "keeping node labels in sync",
             extra={"node": args.node_name, "resync_interval": args.resync_interval},
@@ -187,19 +141,94 @@ async def _serve(args: argparse.Namespace) -> int:
             {syncing, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED
         )
         stop.set()
-        # A request in flight may take its full timeout; do not outstay the grace period.
-        done, pending = await asyncio.wait(
-            {syncing, watcher, *auditing, *leasing}, timeout=_SHUTDOWN_GRACE
-        )
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        for task in done:
-            if task.exception() is not None:
-                log.error("stopped by an unexpected error", exc_info=task.exception())
-                return 1
+        if not await _wind_down({syncing, *helpers}):
+            return 1
     log.info("stopped", extra={"node": args.node_name})
     return 0
+
+
+def _sync_loop(
+    args: argparse.Namespace, options: DiscoveryOptions, nodes: Any, metrics: AgentMetrics
+) -> SyncLoop:
+    """The label sync loop, its events logged and counted."""
+    from functools import partial
+
+    from agent.discovery.discover import discover
+    from agent.sync.labels.loop import SyncEvent, SyncLoop, log_event
+
+    def emit(event: SyncEvent) -> None:
+        log_event(event)
+        metrics.record(event)
+
+    return SyncLoop(
+        nodes,
+        partial(discover, options),
+        node_name=args.node_name,
+        resync_interval=args.resync_interval,
+        emit=emit,
+    )
+
+
+def _start_helpers(
+    args: argparse.Namespace,
+    options: DiscoveryOptions,
+    nodes: Any,
+    metrics: AgentMetrics,
+    poke: Callable[[str], None],
+    stop: asyncio.Event,
+) -> set[asyncio.Task[Any]]:
+    """Everything that runs beside the sync loop until `stop`: the cache watcher, the
+    NodeResourceTopology publisher, the pod watch (leases, counts) and the placement audit."""
+    import asyncio
+
+    from agent.cli.audit import start_monitor
+    from agent.sync.labels.cache_watch import watch_cache
+
+    tasks = {asyncio.create_task(watch_cache(options.dataset_root, poke, stop=stop))}
+    rates, index = _locality_state(args)
+    publisher = _publisher(args, nodes.api, metrics, rates)
+    if publisher is not None:
+        tasks.add(asyncio.create_task(publisher.run(stop)))
+    if args.dataset_leases or publisher is not None or index is not None:
+        from agent.sync.leases.pod_watch import PodLeases
+
+        # One watch of this node's pods serves both the leases and the publisher.
+        keeper = PodLeases(
+            nodes.api,
+            node_name=args.node_name,
+            cache_root=options.dataset_root,
+            host_root=args.dataset_host_root,
+            on_event=publisher.poke if publisher is not None else lambda: None,
+            on_pod=_pod_counts(metrics, index),
+            lease=args.dataset_leases,
+        )
+        tasks.add(asyncio.create_task(keeper.run(stop)))
+    tasks.update(
+        start_monitor(  # empty with --no-audit
+            args,
+            metrics.registry,
+            stop,
+            refs=index.refs if index is not None else list,
+            rates=rates,
+        )
+    )
+    return tasks
+
+
+async def _wind_down(tasks: set[asyncio.Task[Any]]) -> bool:
+    """Let `tasks` finish within the grace period, cancel the rest; False when one failed."""
+    import asyncio
+
+    # A request in flight may take its full timeout; do not outstay the grace period.
+    done, pending = await asyncio.wait(tasks, timeout=_SHUTDOWN_GRACE)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for task in done:
+        if task.exception() is not None:
+            log.error("stopped by an unexpected error", exc_info=task.exception())
+            return False
+    return True
 
 
 def _publisher(args: argparse.Namespace, api: Any, metrics: AgentMetrics, rates: Any) -> Any:

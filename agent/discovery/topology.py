@@ -20,7 +20,16 @@ from agent.sources.nic import IbPort, NicInventory
 from agent.sources.nvml import NvmlInfo
 from agent.sources.pci import PciDevice, PciInventory
 
-__all__ = ["PAIRABLE_LINKS", "Gpu", "Nic", "NumaNode", "Socket", "Topology", "build_topology"]
+__all__ = [
+    "PAIRABLE_LINKS",
+    "Gpu",
+    "Nic",
+    "NumaNode",
+    "Socket",
+    "Topology",
+    "build_topology",
+    "place_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +159,10 @@ def _by_link(words: Sequence[str]) -> Callable[[int], tuple[int, int]]:
     return lambda n: (link_rank(words[n]), n)
 
 
-def _place(device: PciDevice, single_node: int | None, close: int | None = None) -> Place:
+def place_of(device: PciDevice, single_node: int | None, close: int | None = None) -> Place:
+    """Where `device` attaches: its own NUMA node from sysfs, else the machine's single node,
+    else `close` (the one node of the CPUs NVML calls close). Discovery and the audit share it,
+    so a device is placed the same way in labels and in an audit's table."""
     numa = device.numa_node if device.numa_node >= 0 else single_node
     if numa is None:
         numa = close
@@ -200,7 +212,7 @@ def build_topology(
                 index=len(gpus),
                 bdf=device.bdf,
                 device_id=device.device,
-                place=_place(
+                place=place_of(
                     device, single_node, _close_node(cpu, extra.cpu_affinity if extra else None)
                 ),
                 product=extra.name if extra else None,
@@ -223,7 +235,7 @@ def build_topology(
                 index=len(nic_list),
                 name=rdma.name,
                 bdf=rdma.bdf,
-                place=_place(function, single_node),
+                place=place_of(function, single_node),
                 netdevs=rdma.netdevs,
                 ports=rdma.ports,
             )

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 
-from common.api_errors import describe
+from common.kube.errors import describe
 from common.node_resource_topology import GROUP, PLURAL, VERSION
 
 __all__ = ["CRD_NAME", "CrdMissing", "TopologyApi", "TopologyApiError"]

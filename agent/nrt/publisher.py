@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from agent.nrt.body import NodeRef
 from agent.nrt.client import CRD_NAME, CrdMissing, TopologyApiError
 from agent.sources.podresources import PodResourcesError
-from common.backoff import Backoff, BackoffPolicy, Sleep
+from common.backoff import Backoff, BackoffPolicy, Sleep, sleep_until_set
 
 __all__ = ["Publisher", "TopologyStore", "owned_part"]
 
@@ -135,17 +135,7 @@ class Publisher:
 
     async def _wait(self, seconds: float, stop: asyncio.Event) -> None:
         self._wake.clear()
-        waiters = {
-            asyncio.ensure_future(self._sleep(seconds)),
-            asyncio.ensure_future(self._wake.wait()),
-            asyncio.ensure_future(stop.wait()),
-        }
-        try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waiters:
-                w.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
+        await sleep_until_set(self._sleep, seconds, self._wake, stop)
 
     async def _pass(self, *, verify: bool) -> None:
         self.passes += 1

@@ -2,7 +2,7 @@
 ours, through a ClusterIP Service, the stand-in for kube-proxy and two Ready pods that the
 e2e runtime runs for real, and each answers every pod with our patch, fixed.
 
-- bare-aiohttp: benchmarks/bare_server.py --patch-file, our image's Python and aiohttp,
+- bare-aiohttp: benchmarks/peers/bare_server.py --patch-file, our image's Python and aiohttp,
   parsing the review with orjson (floor.respond);
 - bare-go: e2e/go/barewebhook, net/http and encoding/json (built by
   e2e/build-bare-webhook.sh into the e2e cache, mounted into its pods as a hostPath).
@@ -62,7 +62,7 @@ def _command(peer: str, go: Path | None) -> list[str]:
     if peer == "bare-go":
         assert go is not None
         return [str(go), *flags]
-    return ["python", "-m", "benchmarks.bare_server", *flags]
+    return ["python", "-m", "benchmarks.peers.bare_server", *flags]
 
 
 def _deployment(peer: str, go: Path | None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_e2e import running_cluster
+from benchmarks.e2e.bench_e2e import running_cluster
 from e2e import procs
 from e2e.controlplane.audit import count_writes, lines_of
 from e2e.kube import Kubectl

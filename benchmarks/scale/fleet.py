@@ -13,7 +13,7 @@ import concurrent.futures
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from benchmarks.bench_node_cache import fleet_objects
+from benchmarks.webhook.bench_node_cache import fleet_objects
 from common.node_resource_topology import GROUP, POLICY_ATTRIBUTE, SCOPE_ATTRIBUTE, VERSION
 
 __all__ = ["USE_MIX", "fleet", "nrt_object", "write_all"]

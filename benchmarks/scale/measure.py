@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_e2e import POD as ADMISSION_POD
+from benchmarks.e2e.bench_e2e import POD as ADMISSION_POD
 from benchmarks.scale.api import Api, watch_lines
 from benchmarks.scale.fleet import write_all
 from benchmarks.scale.stack import NAMESPACE, Stack

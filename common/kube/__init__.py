@@ -1,2 +1,3 @@
 """The API server read as plain JSON: `read` (lists page by page, watch events of any length,
-`ApiError`) and `listwatch` (the one list+watch loop every cache of API objects runs on)."""
+`ApiError`), `listwatch` (the one list+watch loop every cache of API objects runs on) and
+`errors` (what an API error body says: its reason, its Retry-After)."""

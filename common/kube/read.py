@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from common.api_errors import retry_after
+from common.kube.errors import retry_after
 
 __all__ = ["ApiError", "list_all", "read_json", "watch_events"]
 

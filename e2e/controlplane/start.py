@@ -139,9 +139,15 @@ def start_control_plane(
     out, so Nodes with no kubelet stay Ready, as kube-scheduler's scheduler_perf does)."""
     pki = make_pki(state / "pki")
     say("PKI generated (one CA, serving and client pairs, service-account key)")
-    etcd_port, peer_port, api_port = procs.free_port(), procs.free_port(), procs.free_port()
-    kcm_port, sched_port = procs.free_port(), procs.free_port()
+    etcd_url = _start_etcd(state, bin_dir, etcd_data, say)
+    server, admin, pod_env = _start_apiserver(state, bin_dir, pki, etcd_url, say)
+    _start_controllers(state, bin_dir, pki, server, controllers, say)
+    return ControlPlane(state, bin_dir, pki, server, admin, etcd_data, pod_env)
 
+
+def _start_etcd(state: Path, bin_dir: Path, etcd_data: Path, say) -> str:
+    """etcd on two free loopback ports, data on tmpfs; returns its client URL once healthy."""
+    etcd_port, peer_port = procs.free_port(), procs.free_port()
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     peer_url = f"http://127.0.0.1:{peer_port}"
     procs.start(
@@ -166,7 +172,15 @@ def start_control_plane(
         watch=lambda: procs.check_alive(state, "etcd"),
     )
     say(f"etcd ready on {etcd_url} (data on tmpfs {etcd_data})")
+    return etcd_url
 
+
+def _start_apiserver(
+    state: Path, bin_dir: Path, pki: Pki, etcd_url: str, say
+) -> tuple[str, Path, dict[str, str]]:
+    """kube-apiserver (and the service proxy it dials webhooks through) once /readyz answers:
+    (its URL, the admin kubeconfig, the environment pods get from the proxy)."""
+    api_port = procs.free_port()
     audit_policy = state / "audit-policy.json"
     audit_policy.write_text(json.dumps(AUDIT_POLICY))
     server = f"https://127.0.0.1:{api_port}"
@@ -221,7 +235,14 @@ def start_control_plane(
         watch=lambda: procs.check_alive(state, "kube-apiserver"),
     )
     say(f"kube-apiserver ready on {server}")
+    return server, admin, pod_env
 
+
+def _start_controllers(
+    state: Path, bin_dir: Path, pki: Pki, server: str, controllers: tuple[str, ...], say
+) -> None:
+    """kube-controller-manager and kube-scheduler, each under its own identity, until healthy."""
+    kcm_port, sched_port = procs.free_port(), procs.free_port()
     kubeconfigs = state / "kubeconfigs"
     component = {
         name: write_kubeconfig(
@@ -284,4 +305,3 @@ def start_control_plane(
             watch=lambda name=name: procs.check_alive(state, name),
         )
         say(f"{name} healthy")
-    return ControlPlane(state, bin_dir, pki, server, admin, etcd_data, pod_env)

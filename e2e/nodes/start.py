@@ -75,6 +75,86 @@ def node_host(host_root: Path, index: int) -> Path:
     return host_root / f"n{index}"
 
 
+def _node_kubeconfig(cp: ControlPlane, name: str) -> Path:
+    """The kubelet's and the runtime's kubeconfig, as system:node:<name>."""
+    cert, key = issue_node_client(cp.pki, name)
+    return write_kubeconfig(
+        cp.state / "kubeconfigs" / f"node-{name}.kubeconfig",
+        server=cp.server,
+        ca=cp.pki.ca,
+        user=f"system:node:{name}",
+        cert=cert,
+        key=key,
+    )
+
+
+def _write_kubelet_config(
+    cp: ControlPlane, node: SimulatedNode, paths: kubelet.KubeletPaths
+) -> tuple[int, int]:
+    """The kubelet's config file and drop-ins, on two free ports: (port, healthz port)."""
+    kubelet_port, healthz_port = procs.free_port(), procs.free_port()
+    doc = kubelet.config(
+        ca=cp.pki.ca,
+        cri_socket=paths.cri_socket,
+        port=kubelet_port,
+        healthz_port=healthz_port,
+        fields=node.kubelet,
+    )
+    kubelet.write_config(paths, doc, node.dropins)
+    return kubelet_port, healthz_port
+
+
+def _start_namespace(
+    cp: ControlPlane, node: str, proc: str, argv: list[str], *, ready: Path, cwd: Path
+) -> int:
+    """The node's mount namespace holder; its pid once it has written `ready`."""
+    pid = procs.start(cp.state, proc, argv, cwd=cwd)
+    procs.wait_for(
+        ready.exists,
+        f"the mount namespace of {node}",
+        timeout=30,
+        watch=lambda: procs.check_alive(cp.state, proc),
+    )
+    return pid
+
+
+def _runtime_argv(
+    cp: ControlPlane,
+    name: str,
+    index: int,
+    paths: kubelet.KubeletPaths,
+    *,
+    kubeconfig: Path,
+    devices: Path,
+    sysfs: Path,
+) -> list[str]:
+    """The node runtime's command line."""
+    namespace_name = node_procs(name)[2]
+    return [
+        str(runtime_binary(cp.bin)),
+        f"--node-name={name}",
+        f"--cri-socket={paths.cri_socket}",
+        f"--pod-ip-prefix={_pod_ip_prefix(index)}",
+        f"--kubeconfig={kubeconfig}",
+        f"--devices={devices}",
+        f"--device-plugin-dir={paths.device_plugins}",
+        f"--exec-image={IMAGE}",
+        *(f"--exec-image-dir={d}" for d in IMAGE_DIRS if Path(d).exists()),
+        f"--exec-path={IMAGE_PATH}",
+        f"--exec-state={paths.host / 'containers'}",
+        f"--kubernetes-service={cp.server.removeprefix('https://')}",
+        # Containers start in the node's mount namespace, where the kubelet mounts volumes.
+        f"--mount-namespace-pid-file={procs.pid_file(cp.state, namespace_name)}",
+        # Where the runtime finds the kubelet's /var/lib and /var/log (container logs).
+        f"--host-path=/var/lib={paths.var_lib}",
+        f"--host-path=/var/log={paths.var_log}",
+        # A hostPath of /sys is the machine's: its whole sysfs tree, as the agent reads it.
+        f"--volume-path=/sys={sysfs}",
+        # The pod network's egress proxy and the cluster's object store.
+        *(f"--env={k}={v}" for k, v in sorted(cp.pod_env.items())),
+    ]
+
+
 def start_node(
     cp: ControlPlane,
     node: SimulatedNode,
@@ -96,24 +176,8 @@ def start_node(
     datasets = node_dir / "datasets"
     datasets.mkdir(parents=True, exist_ok=True)
 
-    cert, key = issue_node_client(cp.pki, node.name)
-    kubeconfig = write_kubeconfig(
-        cp.state / "kubeconfigs" / f"node-{node.name}.kubeconfig",
-        server=cp.server,
-        ca=cp.pki.ca,
-        user=f"system:node:{node.name}",
-        cert=cert,
-        key=key,
-    )
-    kubelet_port, healthz_port = procs.free_port(), procs.free_port()
-    doc = kubelet.config(
-        ca=cp.pki.ca,
-        cri_socket=paths.cri_socket,
-        port=kubelet_port,
-        healthz_port=healthz_port,
-        fields=node.kubelet,
-    )
-    kubelet.write_config(paths, doc, node.dropins)
+    kubeconfig = _node_kubeconfig(cp, node.name)
+    kubelet_port, healthz_port = _write_kubelet_config(cp, node, paths)
     plugins = device_plugins(sysfs)
     devices = paths.host / "devices.json"
     devices.write_text(json.dumps(plugins, indent=2) + "\n")
@@ -123,36 +187,10 @@ def start_node(
     # The node's mount namespace first: the kubelet and the containers live in it.
     ready = paths.host / "mount-namespace.ready"
     ns_argv = kubelet.namespace_command(paths, view, datasets, ready=ready)
-    ns_pid = procs.start(cp.state, namespace_name, ns_argv, cwd=paths.host)
-    procs.wait_for(
-        ready.exists,
-        f"the mount namespace of {node.name}",
-        timeout=30,
-        watch=lambda: procs.check_alive(cp.state, namespace_name),
+    ns_pid = _start_namespace(cp, node.name, namespace_name, ns_argv, ready=ready, cwd=paths.host)
+    runtime_argv = _runtime_argv(
+        cp, node.name, index, paths, kubeconfig=kubeconfig, devices=devices, sysfs=sysfs
     )
-    runtime_argv = [
-        str(runtime_binary(cp.bin)),
-        f"--node-name={node.name}",
-        f"--cri-socket={paths.cri_socket}",
-        f"--pod-ip-prefix={_pod_ip_prefix(index)}",
-        f"--kubeconfig={kubeconfig}",
-        f"--devices={devices}",
-        f"--device-plugin-dir={paths.device_plugins}",
-        f"--exec-image={IMAGE}",
-        *(f"--exec-image-dir={d}" for d in IMAGE_DIRS if Path(d).exists()),
-        f"--exec-path={IMAGE_PATH}",
-        f"--exec-state={paths.host / 'containers'}",
-        f"--kubernetes-service={cp.server.removeprefix('https://')}",
-        # Containers start in the node's mount namespace, where the kubelet mounts volumes.
-        f"--mount-namespace-pid-file={procs.pid_file(cp.state, namespace_name)}",
-        # Where the runtime finds the kubelet's /var/lib and /var/log (container logs).
-        f"--host-path=/var/lib={paths.var_lib}",
-        f"--host-path=/var/log={paths.var_log}",
-        # A hostPath of /sys is the machine's: its whole sysfs tree, as the agent reads it.
-        f"--volume-path=/sys={sysfs}",
-        # The pod network's egress proxy and the cluster's object store.
-        *(f"--env={k}={v}" for k, v in sorted(cp.pod_env.items())),
-    ]
     procs.start(cp.state, runtime_name, runtime_argv, cwd=paths.host)
     procs.wait_for(
         lambda: paths.cri_socket.is_socket(),

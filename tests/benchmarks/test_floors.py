@@ -21,15 +21,15 @@ import pytest
 import yaml
 from cryptography import x509
 
-from benchmarks.bench_e2e import _bodies, _our_patch, _ratios, _table
-from benchmarks.bench_webhook import write_serving_pair
-from benchmarks.breakdown_miss import _KINDS
-from benchmarks.breakdown_miss import _table as breakdown_table
-from benchmarks.floor import Given, given_of, respond
+from benchmarks.e2e.bench_e2e import _bodies, _our_patch, _ratios, _table
 from benchmarks.peers.bare import BARE_PEERS, NAMESPACE, bare_objects
+from benchmarks.peers.floor import Given, given_of, respond
 from benchmarks.peers.map_policy import PEER_LABEL
 from benchmarks.procs import Server, start_server
-from benchmarks.workload import admission_review, worker_pod
+from benchmarks.webhook.bench_webhook import write_serving_pair
+from benchmarks.webhook.breakdown_miss import _KINDS
+from benchmarks.webhook.breakdown_miss import _table as breakdown_table
+from benchmarks.webhook.workload import admission_review, worker_pod
 from webhook import jsonio
 from webhook.server.pod_admission import build_response
 
@@ -82,7 +82,14 @@ def bare_aiohttp(
     tmp_path: Path, pair_and_patch: tuple[list[str], Path, list[dict[str, Any]]]
 ) -> Iterator[Server]:
     tls, patch_file, _ = pair_and_patch
-    argv = [sys.executable, "-m", "benchmarks.bare_server", *tls, "--patch-file", str(patch_file)]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmarks.peers.bare_server",
+        *tls,
+        "--patch-file",
+        str(patch_file),
+    ]
     env = {**os.environ, "PYTHONPATH": str(_REPO)}
     server = start_server("bare-aiohttp", argv, log=tmp_path / "bare.log", env=env)
     yield server

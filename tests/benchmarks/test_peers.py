@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.bench_e2e import _bodies, _our_patch
+from benchmarks.e2e.bench_e2e import _bodies, _our_patch
 from benchmarks.peers.kyverno import kyverno_policy
 from benchmarks.peers.map_policy import PEER_LABEL, cel_literal, map_objects
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.bench_webhook import DISTINCT_PODS
-from benchmarks.profile_miss import miss_path
-from benchmarks.workload import admission_review, worker_pod, write_policy_dir
+from benchmarks.webhook.bench_webhook import DISTINCT_PODS
+from benchmarks.webhook.profile_miss import miss_path
+from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
 from webhook import jsonio
 from webhook.engine.outcome import EngineSettings
 from webhook.policy.loader import load_policy_dir

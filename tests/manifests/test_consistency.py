@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from common.cache_layout import CACHE_OWNER, DEFAULT_CACHE_ROOT
-from common.logsetup import add_logging_arguments
+from common.cli.subcommands import add_logging_arguments
 from tests.manifests.rendered import REPO, Rendering, render
 from webhook.certs.bootstrap import service_dns_names
 from webhook.vocabulary import POLICY_LABEL

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from agent.audit.monitor import AuditMetrics
-from agent.sync.health import AgentMetrics
-from agent.sync.prefetches import PrefetchCounts
-from agent.sync.refusals import KubeletRefusals
+from agent.sync.health.server import AgentMetrics
+from agent.sync.pod_events.prefetches import PrefetchCounts
+from agent.sync.pod_events.refusals import KubeletRefusals
 from e2e.addons import prometheus
 from tests.chart.compare import without_helm_labels
 from tests.manifests.rendered import NAMESPACE, REPO, helm

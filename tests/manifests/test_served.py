@@ -244,7 +244,7 @@ async def test_api_server_call_through_the_webhook_configuration_is_mutated(
 
 
 async def test_every_agent_probe_path_is_served() -> None:
-    from agent.sync.health import AgentMetrics, HealthServer
+    from agent.sync.health.server import AgentMetrics, HealthServer
 
     agent = render().one("DaemonSet", "topoplace-agent")["spec"]["template"]["spec"]
     (container,) = agent["containers"]

@@ -26,8 +26,8 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from common.api_errors import describe, retry_after
 from common.backoff import Backoff, BackoffPolicy, Sleep
+from common.kube.errors import describe, retry_after
 from common.kube.listwatch import ListWatch
 from webhook.claims.templates import MANAGED_SELECTOR, Plan, desired_templates, plan_changes
 from webhook.policy.loader import PolicySet

@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common.api_errors import describe, retry_after
-from common.cluster_flags import add_kubeconfig_argument
+from common.cli.cluster_flags import add_kubeconfig_argument
+from common.kube.errors import describe, retry_after
 from webhook.certs.sync import CertSync, ConflictStorm, Settings, WebhookConfigMissing
 
 if TYPE_CHECKING:

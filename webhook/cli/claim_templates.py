@@ -19,7 +19,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from common.cluster_flags import add_kubeconfig_argument
+from common.cli.cluster_flags import add_kubeconfig_argument
 
 __all__ = ["add_arguments", "run"]
 
@@ -62,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def _main(args: argparse.Namespace) -> int:
     from aiohttp import web
 
+    from common.http_site import start_site
     from common.kube_config import ConfigError
     from webhook.claims.health import health_app
     from webhook.claims.reconciler import TemplateReconciler
@@ -93,17 +94,14 @@ async def _main(args: argparse.Namespace) -> int:
             api, lambda: store.current, resync_interval=args.resync_interval
         )
         runner = web.AppRunner(health_app(lambda: reconciler.ready), access_log=None)
-        await runner.setup()
         try:
-            site = web.TCPSite(runner, args.host, args.health_port)
-            try:
-                await site.start()
-            except OSError as exc:
-                log.error(
-                    "claim-templates: cannot listen on %s:%s: %s", args.host, args.health_port, exc
-                )
-                return 1
-            port = runner.addresses[0][1]
+            port = await start_site(runner, args.host, args.health_port)
+        except OSError as exc:
+            log.error(
+                "claim-templates: cannot listen on %s:%s: %s", args.host, args.health_port, exc
+            )
+            return 1
+        try:
             print(f"health: http://{args.host}:{port}/readyz", flush=True)
             policies = asyncio.create_task(watcher.watch(args.policy_poll_interval))
             try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.subcommands import Command, make_main
+from common.cli.subcommands import Command, make_main
 
 __all__ = ["COMMANDS", "main"]
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from webhook.engine.outcome import add_engine_arguments, settings_from_args
+from webhook.cli.engine_flags import add_engine_arguments, settings_from_args
 
 __all__ = ["add_arguments", "run"]
 

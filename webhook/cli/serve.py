@@ -14,7 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from webhook.engine.outcome import EngineSettings, add_engine_arguments, settings_from_args
+from webhook.cli.engine_flags import add_engine_arguments, settings_from_args
+from webhook.engine.outcome import EngineSettings
 
 __all__ = ["add_arguments", "run"]
 
@@ -26,6 +27,24 @@ _EXIT_USAGE = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags in --help's order: what to serve, where, the engine's settings, reloading and
+    limits, the cluster watches, shutdown."""
+    _serving_arguments(parser)
+    _listening_arguments(parser)
+    add_engine_arguments(parser)
+    _reload_arguments(parser)
+    _watch_arguments(parser)
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="on SIGTERM, how long in-flight requests may take to finish (default 20)",
+    )
+
+
+def _serving_arguments(parser: argparse.ArgumentParser) -> None:
+    """The policies and the TLS key pair (or a throwaway one)."""
     parser.add_argument(
         "--policies", type=Path, required=True, metavar="DIR", help="directory of *.yaml policies"
     )
@@ -42,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where --self-signed writes ca.crt, tls.crt, tls.key (default: a temporary dir)",
     )
+
+
+def _listening_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host",
         metavar="ADDR",
@@ -61,7 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="plain-HTTP Prometheus port (0: a free one, -1: off; default 9102)",
     )
-    add_engine_arguments(parser)
+
+
+def _reload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The request bound and how often the key pair and the policies are looked at again."""
     parser.add_argument(
         "--max-body-bytes",
         type=int,
@@ -83,6 +108,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between policy directory checks besides file events (default 10)",
     )
+
+
+def _watch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The optional watches of the cluster, each with the RBAC it needs."""
     parser.add_argument(
         "--node-cache",
         action="store_true",
@@ -119,13 +148,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="for --node-cache, --claim-template-cache and --numa-scheduling outside a pod "
         "(default: in-cluster, else $KUBECONFIG)",
-    )
-    parser.add_argument(
-        "--shutdown-timeout",
-        type=float,
-        default=20.0,
-        metavar="S",
-        help="on SIGTERM, how long in-flight requests may take to finish (default 20)",
     )
 
 

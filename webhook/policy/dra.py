@@ -7,13 +7,14 @@ below are the API server's, so a template built from a valid policy is never ref
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from common.k8s_names import is_dns_subdomain
 from webhook.policy.cel import CEL_MAX_LENGTH, cel_syntax_problem
+from webhook.policy.fields import name_rule
 
 __all__ = [
     "ALIGN_ATTRIBUTES",
@@ -33,8 +34,6 @@ ALIGN_ATTRIBUTES: dict[str, str] = {
 # resource.k8s.io/v1 DeviceRequestsMaxSize and DeviceConstraintsMaxSize.
 MAX_REQUESTS = 32
 MAX_CONSTRAINTS = 32
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 
 
 def template_name(policy: str, gpus: int) -> str:
@@ -45,7 +44,7 @@ def template_name(policy: str, gpus: int) -> str:
 def template_name_problem(policy: str) -> str | None:
     """None when the policy name makes valid template names, else why not."""
     name = template_name(policy, 99)
-    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+    if not is_dns_subdomain(name):
         return (
             f"metadata.name {policy!r} cannot name DRA templates ({template_name(policy, 1)} "
             "must be a DNS subdomain): use lowercase alphanumerics, '-' and '.'"
@@ -53,12 +52,9 @@ def template_name_problem(policy: str) -> str | None:
     return None
 
 
-def _device_class_name(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a DeviceClass name: a DNS subdomain such as gpu.nvidia.com"
-        )
-    return value
+_device_class_name = name_rule(
+    is_dns_subdomain, "a DeviceClass name: a DNS subdomain such as gpu.nvidia.com"
+)
 
 
 def _cel(value: str) -> str:

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from common.k8s_names import label_key_problem, label_value_problem
+from common.k8s_names import (
+    DNS_SUBDOMAIN_PATTERN,
+    NAME_PATTERN,
+    is_dns_label,
+    is_dns_subdomain,
+    label_key_problem,
+    label_value_problem,
+)
 from common.vocabulary import LINK_WORDS
 from webhook.policy.bounds import MAX_MEMORY, MIN_MEMORY_PER_GPU
 from webhook.policy.quantity import QUANTITY_PATTERN, QuantityError, format_memory, parse_quantity
@@ -35,17 +43,15 @@ __all__ = [
     "SchedulerName",
     "SecretName",
     "SourceUrl",
+    "name_rule",
 ]
 
 SOURCE_SCHEMES = ("s3", "gs", "http", "https", "file")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Namespace names are DNS labels; a glob may add fnmatch's * ? [ ] !.
 _NAMESPACE_GLOB = re.compile(r"[-a-z0-9*?\[\]!]+")
-_QUALIFIED_RESOURCE = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-)
+_QUALIFIED_RESOURCE = re.compile(rf"{DNS_SUBDOMAIN_PATTERN}/{NAME_PATTERN}")
 
 
 def _raise_if(problem: str | None) -> None:
@@ -76,28 +82,31 @@ def _label_key(value: str) -> str:
     return value
 
 
-def _dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a container name: lowercase alphanumerics and '-', at most 63"
-        )
-    return value
+def name_rule(fits: Callable[[str], bool], what: str) -> Callable[[str], str]:
+    """A validator for one of Kubernetes' name rules: the value unchanged when it `fits`,
+    else "'<value>' is not <what>"."""
+
+    def check(value: str) -> str:
+        if not fits(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return check
 
 
-def _secret_name(value: str) -> str:
-    # A DNS subdomain, as the API server checks a Secret's name.
-    labels = value.split(".")
-    if len(value) > 253 or not all(_DNS_LABEL.fullmatch(part) for part in labels):
-        raise ValueError(
-            f"{value!r} is not a Secret name: lowercase alphanumerics, '-' and '.', at most 253"
-        )
-    return value
+_container_name = name_rule(
+    is_dns_label, "a container name: lowercase alphanumerics and '-', at most 63"
+)
+# A DNS subdomain, as the API server checks a Secret's name.
+_secret_name = name_rule(
+    is_dns_subdomain, "a Secret name: lowercase alphanumerics, '-' and '.', at most 253"
+)
 
 
 def _scheduler_name(value: str) -> str:
     # A profile name, and the name of the leader-election Lease the webhook looks for: a DNS
     # subdomain.
-    if len(value) > 253 or not all(_DNS_LABEL.fullmatch(p) for p in value.split(".")):
+    if not is_dns_subdomain(value):
         raise ValueError(
             f"{value!r} is not a scheduler name: lowercase alphanumerics, '-' and '.', "
             "at most 253 (e.g. topoplace-numa-scheduler)"
@@ -179,7 +188,7 @@ def _source_url(value: str) -> str:
 
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
-ContainerName = Annotated[str, AfterValidator(_dns_label)]
+ContainerName = Annotated[str, AfterValidator(_container_name)]
 NamespaceGlob = Annotated[str, AfterValidator(_namespace_glob)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value)]

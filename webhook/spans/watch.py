@@ -110,17 +110,16 @@ class WorkloadSpans(Collector):
     # --- the list+watch loop -------------------------------------------------------------
     async def run(self, kubeconfig: Path | None = None) -> None:
         """List and watch until cancelled."""
-        from kubernetes_asyncio import client
+        from common.kube_config import follow_when_ready
 
-        from common.kube_config import api_client_until_ready
-
-        async with api_client_until_ready(
+        await follow_when_ready(
             kubeconfig,
+            self.follow,
+            api="CoreV1Api",
             what="workload spans",
             sleep=self._sleep,
             next_delay=self._backoff.next_delay,
-        ) as api:
-            await self.follow(client.CoreV1Api(api))
+        )
 
     async def follow(self, core: Any) -> None:
         await ListWatch(

@@ -13,10 +13,10 @@ from functools import partial
 from pathlib import Path
 
 from agent.discovery.discover import Discovery, DiscoveryOptions, discover
-from agent.sync.cache_watch import watch_cache
-from agent.sync.health import AgentMetrics
-from agent.sync.loop import Reconciled, SyncEvent, SyncLoop, log_event
-from agent.sync.node_client import connect
+from agent.sync.health.server import AgentMetrics
+from agent.sync.labels.cache_watch import watch_cache
+from agent.sync.labels.loop import Reconciled, SyncEvent, SyncLoop, log_event
+from agent.sync.labels.node_client import connect
 from common.backoff import Backoff
 from common.cache_layout import marker_path, version_dir
 from tests.agent.sync.fake_apiserver import FakeApiServer

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from watchfiles import Change
 
-from agent.sync.cache_watch import CacheFilter
+from agent.sync.labels.cache_watch import CacheFilter
 from common.backoff import Backoff, BackoffPolicy
 from common.cache_layout import LOCK_FILE, MARKER_FILE, TEMP_PREFIX
 

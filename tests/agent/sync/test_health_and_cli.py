@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.cli import cleanup as cmd_cleanup
 from agent.discovery.discover import DiscoveryOptions, discover
-from agent.sync.health import HealthServer
-from agent.sync.node_diff import owned_part
+from agent.sync.health.server import HealthServer
+from agent.sync.labels.node_diff import owned_part
 from common.backoff import Backoff, BackoffPolicy
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label, dataset_label
 from tests.agent.sync.conftest import NODE

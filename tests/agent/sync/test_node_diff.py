@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.sync.node_diff import (
+from agent.sync.labels.node_diff import (
     Change,
     NodeMeta,
     changes_between,

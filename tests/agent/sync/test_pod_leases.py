@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path, PurePosixPath
 
 from agent.cache.lease import lease_and_check, leases
-from agent.sync.node_client import connect
-from agent.sync.pod_watch import PodLeases, mounted_versions
+from agent.sync.labels.node_client import connect
+from agent.sync.leases.pod_watch import PodLeases, mounted_versions
 from common.cache_layout import TEMP_PREFIX, lease_dir
 from tests.agent.sync.conftest import NODE
 from tests.agent.sync.fake_apiserver import FakeApiServer

@@ -8,7 +8,7 @@ import json
 
 from agent.discovery.discover import DiscoveryOptions
 from agent.position.metadata import PROVIDERS, MetadataSource
-from agent.sync.node_diff import owned_part
+from agent.sync.labels.node_diff import owned_part
 from common.vocabulary import ForeignLabel, Label
 from tests.agent.position.metadata_server import metadata_server
 from tests.agent.sync.conftest import NODE

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from agent.cli import prefetch as cli
-from agent.sync.prefetches import PrefetchCounts, finished_prefetches
+from agent.sync.pod_events.prefetches import PrefetchCounts, finished_prefetches
 from common.cache_layout import version_dir
 from tests.agent.cache.helpers import write_tree
 

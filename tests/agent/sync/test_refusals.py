@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from agent.sync.refusals import KubeletRefusals, refusal_reason
+from agent.sync.pod_events.refusals import KubeletRefusals, refusal_reason
 
 
 def _pod(uid: str, phase: str, reason: str | None, namespace: str = "ml") -> dict[str, Any]:

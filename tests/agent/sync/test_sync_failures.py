@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from agent.discovery.discover import Discovery, DiscoveryError, DiscoveryOptions, discover
-from agent.sync.node_diff import owned_part
+from agent.sync.labels.node_diff import owned_part
 from common.backoff import Backoff, BackoffPolicy
 from common.vocabulary import Label
 from tests.agent.sync.conftest import NODE

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.discovery.discover import Discovery, DiscoveryOptions, discover
-from agent.sync.node_diff import owned_part
+from agent.sync.labels.node_diff import owned_part
 from common.cache_layout import version_dir
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label, dataset_label, is_owned_key
 from tests.agent.sync.conftest import NODE
@@ -199,7 +199,7 @@ async def test_changed_hardware_is_patched_and_logged_as_a_person_would_say_it(
     def chosen() -> Discovery:
         return seen[-1]
 
-    caplog.set_level(logging.INFO, logger="agent.sync.loop")
+    caplog.set_level(logging.INFO, logger="agent.sync.labels.loop")
     async with running_agent(
         apiserver, node=NODE, options=options, discover_fn=chosen, resync_interval=0.05
     ) as agent:

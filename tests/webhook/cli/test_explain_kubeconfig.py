@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from common.kubectl_plugin import main as kubectl_main
+from common.cli.kubectl_plugin import main as kubectl_main
 from tests.webhook.nodefit.conftest import EXAMPLE_NODES, POLICIES
 from tests.webhook.server.fake_nodes import NodeApiServer
 from webhook.cli.main import main as webhook_main

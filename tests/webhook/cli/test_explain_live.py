@@ -14,7 +14,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from common.kubectl_plugin import main as kubectl_main
+from common.cli.kubectl_plugin import main as kubectl_main
 from tests.agent.sync.fake_apiserver import TOKEN
 from tests.webhook.cli.test_explain_kubeconfig import FLEET, run
 from tests.webhook.nodefit.conftest import EXAMPLE_NODES, POLICIES

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from common.kubectl_plugin import main as kubectl_main
+from common.cli.kubectl_plugin import main as kubectl_main
 from tests.webhook.cli.test_explain_kubeconfig import run
 from tests.webhook.server.fake_nodes import NodeApiServer
 from tests.webhook.spans.fleet import BLOCKS, node, pod

@@ -635,7 +635,7 @@ def test_a_cache_bound_reaches_every_prefetcher_as_the_agent_reads_it(
     import argparse
 
     from agent.cli.prefetch import parse_size
-    from webhook.engine.outcome import add_engine_arguments, settings_from_args
+    from webhook.cli.engine_flags import add_engine_arguments, settings_from_args
 
     parser = argparse.ArgumentParser()
     add_engine_arguments(parser)
@@ -652,7 +652,7 @@ def test_a_cache_bound_reaches_every_prefetcher_as_the_agent_reads_it(
 def test_a_cache_bound_that_is_not_a_size_in_bytes_is_named(bad: str) -> None:
     import argparse
 
-    from webhook.engine.outcome import add_engine_arguments, settings_from_args
+    from webhook.cli.engine_flags import add_engine_arguments, settings_from_args
 
     parser = argparse.ArgumentParser()
     add_engine_arguments(parser)

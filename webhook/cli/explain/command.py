@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webhook.engine.outcome import add_engine_arguments, settings_from_args
+from webhook.cli.engine_flags import add_engine_arguments, settings_from_args
 
 if TYPE_CHECKING:
     from webhook.cli.explain.live import LiveObject

@@ -1,0 +1,1 @@
+"""The agent's /healthz, /readyz and /metrics, and the series behind them."""

@@ -1,0 +1,1 @@
+"""Counts taken from the agent's pod watch, each pod once: kubelet refusals, prefetches."""

@@ -1,0 +1,314 @@
+"""Webhook server vs its floor: the same wrk load over TLS against `topoplace-webhook serve`
+and a bare aiohttp TLS server answering a constant allow, side by side in one run.
+
+Ours runs as manifests/base/webhook/deployment.yaml runs it: `--node-cache
+--claim-template-cache --log-format=json` (access log on), its caches filled from a
+stand-in API server (apiserver_stub.py) holding the example fleet, so every mutated pod
+also gets the fit check's verdict.
+
+Three kinds of load: one mutated pod shape (the answer cache serves a Job's alike pods), "every
+pod different" (DISTINCT_PODS pods sent in turn, each with its own completion index in its
+env, more than the answer cache keeps, so the engine judges each afresh), and pods that did
+not opt in.
+
+Levels are interleaved (bare, ours, bare, ours…) so machine noise hits both alike; each figure
+is the median of `runs` runs. CPU per request comes from the server process's /proc counters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from benchmarks.procs import Server, cpu_seconds, peak_rss_mb, rss_mb, start_server
+from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
+from webhook.certs.keys import make_ca, make_serving_cert, write_pair
+
+__all__ = ["DISTINCT_PODS", "FLEET_NODES", "LEVELS", "run_webhook_bench", "write_serving_pair"]
+
+LEVELS = (1, 16, 64, 256)
+# More pod shapes than the answer cache keeps (answer_cache.DEFAULT_MAX_ENTRIES), so that
+# every request in this row is judged by the engine afresh.
+DISTINCT_PODS = 4096
+_DISTINCT_LEVELS = (1, 16)
+_TARGETS = {"mutated": 0.8, "mutated, every pod different": 0.6, "pass-through": 0.9}
+FLEET_NODES = 60  # the example fleet's machine classes, cloned
+_LUA = Path(__file__).with_name("loadgen.lua")
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def write_serving_pair(work: Path) -> tuple[Path, Path, Path]:
+    """A fresh CA and a serving pair for localhost in `work`: (ca.crt, tls.crt, tls.key)."""
+    ca = make_ca()
+    pair = make_serving_cert(ca, ["localhost"], ip_addresses=["127.0.0.1"])
+    ca_path, cert, key = work / "ca.crt", work / "tls.crt", work / "tls.key"
+    ca_path.write_bytes(ca.cert_pem)
+    write_pair(pair, cert, key)
+    return ca_path, cert, key
+
+
+def _wrk(url: str, body: Path, *, connections: int, seconds: float) -> dict[str, Any]:
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            # wrk parses whole seconds only: "-d2.0s" is a usage error.
+            f"-d{max(1, round(seconds))}s",
+            "--timeout",
+            "5s",
+            "-s",
+            str(_LUA),
+            url,
+        ],
+        env={**os.environ, "BODY_FILE": str(body)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _measure(server: Server, body: Path, *, connections: int, seconds: float) -> dict[str, float]:
+    before = cpu_seconds(server.process.pid)
+    result = _wrk(server.url, body, connections=connections, seconds=seconds)
+    cpu = cpu_seconds(server.process.pid) - before
+    requests = result["requests"]
+    if result["non2xx"] or result["socket_errors"] or not requests:
+        raise RuntimeError(f"{server.name}: errors or no answer under load: {result}")
+    return {
+        "rps": requests / (result["duration_us"] / 1e6),
+        "p50_ms": result["p50_us"] / 1000,
+        "p99_ms": result["p99_us"] / 1000,
+        "cpu_us": cpu / requests * 1e6,
+    }
+
+
+def _answer(server: Server, body: bytes, ca: Path) -> dict[str, Any]:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    req = urllib.request.Request(
+        server.url, data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())["response"]
+    return answer
+
+
+def _check_answer(server: Server, body: bytes, ca: Path, *, expect_patch: bool) -> None:
+    answer = _answer(server, body, ca)
+    if answer.get("allowed") is not True or ("patch" in answer) != expect_patch:
+        raise RuntimeError(f"{server.name} answered unexpectedly: {answer}")
+
+
+def _await_fit_verdict(server: Server, body: bytes, ca: Path, *, timeout: float = 60) -> None:
+    """Wait until the node cache has listed the stand-in's nodes: the fit check's warning
+    (the example fleet guarantees no GPU↔NIC pairs) is in the answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = _answer(server, body, ca)
+        if any("GPU↔NIC pairs" in w for w in answer.get("warnings", [])):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{server.name}: no fit verdict within {timeout:.0f} s: {answer}")
+        time.sleep(0.2)
+
+
+def _body_file(kind: str) -> str:
+    return kind.replace(", ", "-").replace(" ", "-") + ".jsonl"
+
+
+def _median(samples: list[dict[str, float]], key: str) -> float:
+    return statistics.median(s[key] for s in samples)
+
+
+def _spread(samples: list[dict[str, float]]) -> float:
+    values = [s["rps"] for s in samples]
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def _latency(samples: list[dict[str, float]]) -> str:
+    return f"{_median(samples, 'p50_ms'):.2f} / {_median(samples, 'p99_ms'):.2f}"
+
+
+def _row(
+    kind: str, level: int, bare: list[dict[str, float]], ours: list[dict[str, float]]
+) -> dict[str, Any]:
+    ratio = _median(ours, "rps") / _median(bare, "rps")
+    target = _TARGETS[kind]
+    p99_ratio = _median(ours, "p99_ms") / _median(bare, "p99_ms")
+    met = ratio >= target and (level != 1 or p99_ratio <= 1.5)
+    return {
+        "pods": kind,
+        "concurrency": level,
+        "bare req/s": _median(bare, "rps"),
+        "topoplace req/s": _median(ours, "rps"),
+        "ratio": ratio,
+        "bare p50/p99 ms": _latency(bare),
+        "topoplace p50/p99 ms": _latency(ours),
+        "p99 ÷ bare": p99_ratio,
+        "bare CPU µs/req": _median(bare, "cpu_us"),
+        "topoplace CPU µs/req": _median(ours, "cpu_us"),
+        "spread (ours)": f"{_spread(ours):.0%}",
+        "target": f"ratio ≥ {target:.0%}" + (", p99 ≤ 1.5× bare" if level == 1 else ""),
+        "met": "yes" if met else "NO",
+    }
+
+
+def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[dict[str, Any]]]:
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk not found: `apt-get install wrk` (make bench does this)")
+    work = Path(tempfile.mkdtemp(prefix="topoplace-bench-"))
+    _ca, cert, key = write_serving_pair(work)
+    write_policy_dir(work / "policies")
+    bodies = {
+        # 4 GPUs: the bench policy's 8-GPU pod fits no node of the example fleet (its
+        # kubelet-shape terms leave out the DGX H100s, whose restricted kubelets refuse it).
+        "mutated": [admission_review(worker_pod(gpus=4))],
+        "mutated, every pod different": [
+            admission_review(worker_pod(gpus=4, index=i)) for i in range(DISTINCT_PODS)
+        ],
+        "pass-through": [admission_review(worker_pod(opted_in=False))],
+    }
+    for kind, kind_bodies in bodies.items():
+        # loadgen.lua sends the lines in turn: one JSON document per line.
+        (work / _body_file(kind)).write_bytes(b"\n".join(kind_bodies) + b"\n")
+    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+    tls = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    api = start_server(
+        "apiserver",
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.webhook.apiserver_stub",
+            "--nodes",
+            str(FLEET_NODES),
+            "--dir",
+            str(work),
+        ],
+        log=work / "apiserver.log",
+        env=env,
+    )
+    try:
+        return _run(
+            work, bodies, tls, env, api_kubeconfig=work / "kubeconfig", runs=runs, seconds=seconds
+        )
+    finally:
+        api.stop()
+
+
+def _start_ours(work: Path, tls: list[str], env: dict[str, str], *, api_kubeconfig: Path) -> Server:
+    """`topoplace-webhook serve` with its node and template caches, fed by the API stub."""
+    policies = work / "policies"
+    return start_server(
+        "topoplace",
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "serve",
+            "--policies",
+            str(policies),
+            *tls,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--node-cache",
+            "--claim-template-cache",
+            "--kubeconfig",
+            str(api_kubeconfig),
+            "--log-format",
+            "json",
+        ],
+        log=work / "serve.log",
+        env=env,
+    )
+
+
+def _memory_rows(started_rss: float | None, ours: Server, bare: Server) -> list[dict[str, Any]]:
+    return [
+        {
+            "process": f"topoplace-webhook serve (after start, caches filled, {FLEET_NODES} nodes)",
+            "RSS MB": started_rss,
+            "target": "≤ 100 MB",
+        },
+        {
+            "process": "topoplace-webhook serve (after load)",
+            "peak RSS MB": peak_rss_mb(ours.process.pid),
+            "target": "",
+        },
+        {
+            "process": "bare aiohttp TLS server (after load)",
+            "peak RSS MB": peak_rss_mb(bare.process.pid),
+            "target": "",
+        },
+    ]
+
+
+def _run(
+    work: Path,
+    bodies: dict[str, list[bytes]],
+    tls: list[str],
+    env: dict[str, str],
+    *,
+    api_kubeconfig: Path,
+    runs: int,
+    seconds: float,
+) -> dict[str, list[dict[str, Any]]]:
+    ours = _start_ours(work, tls, env, api_kubeconfig=api_kubeconfig)
+    bare = start_server(
+        "bare",
+        [sys.executable, "-m", "benchmarks.peers.bare_server", *tls],
+        log=work / "bare.log",
+        env=env,
+    )
+    rows: list[dict[str, Any]] = []
+    started_rss: float | None = None
+    try:
+        for kind, kind_bodies in bodies.items():
+            mutated = kind.startswith("mutated")
+            body = kind_bodies[0]
+            _check_answer(ours, body, work / "ca.crt", expect_patch=mutated)
+            if mutated:
+                _await_fit_verdict(ours, body, work / "ca.crt")
+                if started_rss is None:  # caches filled, nothing under load yet
+                    started_rss = rss_mb(ours.process.pid)
+            _check_answer(bare, body, work / "ca.crt", expect_patch=False)
+            for level in LEVELS if len(kind_bodies) == 1 else _DISTINCT_LEVELS:
+                samples: dict[str, list[dict[str, float]]] = {"bare": [], "ours": []}
+                for _ in range(runs):
+                    for name, server in (("bare", bare), ("ours", ours)):
+                        samples[name].append(
+                            _measure(
+                                server, work / _body_file(kind), connections=level, seconds=seconds
+                            )
+                        )
+                rows.append(_row(kind, level, samples["bare"], samples["ours"]))
+        memory = _memory_rows(started_rss, ours, bare)
+    finally:
+        ours_rc = ours.stop()
+        bare.stop()
+    if ours_rc != 0:
+        raise RuntimeError(f"serve exited {ours_rc} on SIGTERM; log: {work / 'serve.log'}")
+    shutil.rmtree(work, ignore_errors=True)
+    return {"webhook": rows, "memory": memory}
+
+
+if __name__ == "__main__":
+    from benchmarks.table import markdown_table
+
+    result = run_webhook_bench()
+    for section, section_rows in result.items():
+        print(f"## {section}\n\n{markdown_table(section_rows)}")
