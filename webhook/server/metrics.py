@@ -39,6 +39,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from common.http_site import start_site
 from webhook.scheduler.accounting import OUTCOMES as PREDICTION_OUTCOMES
 from webhook.warnings.kinds import WarningKind
 
@@ -210,10 +211,8 @@ async def serve_metrics(metrics: WebhookMetrics, *, host: str, port: int) -> Asy
     app = web.Application()
     app.router.add_get("/metrics", handle)
     runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
+    bound = await start_site(runner, host, port)
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        yield int(runner.addresses[0][1])
+        yield bound
     finally:
         await runner.cleanup()

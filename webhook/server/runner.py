@@ -11,6 +11,7 @@ from types import TracebackType
 
 from aiohttp import web
 
+from common.http_site import start_site
 from webhook.server.app import STATE, ServerConfig, WebhookState, build_app
 from webhook.server.pod_admission import MutateFn
 
@@ -70,17 +71,11 @@ class WebhookServer:
         if tls is None:  # build_app always sets it; this keeps the type checker honest
             raise RuntimeError("TLS context missing")
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout)
-        try:
-            await runner.setup()  # starts the cleanup_ctx lifecycles (watchers, metrics)
-            site = web.TCPSite(
-                runner, self.config.host, self.config.port, ssl_context=tls.listening, backlog=1024
-            )
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
+        # setup() starts the cleanup_ctx lifecycles (watchers, metrics)
+        self.port = await start_site(
+            runner, self.config.host, self.config.port, ssl_context=tls.listening, backlog=1024
+        )
         self._runner = runner
-        self.port = int(runner.addresses[0][1])
         if self._freeze_gc:
             self._freezing = asyncio.create_task(freeze_when_loaded(self.state), name="gc-freeze")
         return self
