@@ -22,9 +22,11 @@ async def start_site(
     ssl_context: ssl.SSLContext | None = None,
     backlog: int = 128,
 ) -> int:
-    """`runner.setup()`, then a TCP site on host:port; returns the bound port."""
-    await runner.setup()
+    """`runner.setup()`, then a TCP site on host:port; returns the bound port. A setup that
+    fails part way (one of the app's cleanup contexts raising) is cleaned up too, so the
+    contexts that did start are stopped."""
     try:
+        await runner.setup()
         site = web.TCPSite(runner, host, port, ssl_context=ssl_context, backlog=backlog)
         await site.start()
     except BaseException:
