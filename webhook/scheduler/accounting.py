@@ -26,6 +26,9 @@ NUMA nodes, and the kubelet refuses the ones that do not fit (issue 45).
 - **Stale object**: a pod admitted `stale_s` ago with no change of the object since its
   prediction (the agent down) keeps its predicted share, and the node is named stale in
   the extender's reasons and the log.
+- **Catching up** (`catching_up`, for catchup.py): since when the node's view is due to
+  change with no event kube-scheduler sees: a pod holding aligned resources ended there, or
+  a pod it admitted is still counted, and the object has not changed since.
 
 Bounded: one entry per bound pod not yet shown, dropped when shown, ended, or its node's
 object goes; never below zero (less_taken clamps). Everything runs on the event loop.
@@ -33,6 +36,7 @@ object goes; never below zero (less_taken clamps). Everything runs on the event 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -138,6 +142,21 @@ class Ledger:
         self._freed: set[str] = set()  # nodes where a pod ended since their object last changed
         self._stale_said: set[str] = set()
         self._changes: dict[str, int] = {}  # node -> changes of its object seen (the agent lives)
+        # node -> when a pod holding aligned resources first ended there since its object
+        # last changed: the object is due to show it freed
+        self._released: dict[str, float] = {}
+        self._changed = asyncio.Event()  # set (and replaced) at each change of an object
+        self.retries = 0  # filters answered with an error so kube-scheduler retries (catchup.py)
+        self.catching = 0  # filters waiting for an object to catch up now (catchup.py)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
+    @property
+    def changed(self) -> asyncio.Event:
+        """Set at the next change of some node's object."""
+        return self._changed
 
     # --- what the extender reads ---------------------------------------------------------
     def zones_of(self, node: str) -> NodeZones | None:
@@ -156,6 +175,17 @@ class Ledger:
             self._alike = {}  # counts no node has any more
         less = less_taken(raw, [p.taken for p in pending.values()])
         self.overlay[node] = shared(less, self._alike)
+
+    def catching_up(self, node: str) -> float | None:
+        """Since when the node's view is due to change without a pod event (kube-scheduler
+        sees none then): a pod ended there, or one admitted is still counted; or None."""
+        released = self._released.get(node)
+        pending = self._by_node.get(node)
+        if pending:
+            admitted_at = [p.admitted_at for p in pending.values() if p.admitted_at is not None]
+            if admitted_at:
+                return min(admitted_at) if released is None else min(released, *admitted_at)
+        return released
 
     def pending(self, node: str) -> int:
         """Pods on `node` whose share the object does not show yet."""
@@ -246,7 +276,12 @@ class Ledger:
         if entry is None:
             if node:
                 self._freed.add(node)  # what it held frees later: no delta can be judged
+                units = pod_units(pod.get("spec") or {})
+                if (units.pod or units.container) and self._raw(node) is not None:
+                    self._released.setdefault(node, self._clock())
             return
+        if entry.admitted_at is not None:
+            self._released.setdefault(entry.node, self._clock())
         if refused and entry.admitted_at is None and entry.ours:
             reason = (pod.get("status") or {}).get("reason") or "refused"
             self._outcome("refused", entry, f"its kubelet refused it ({reason})")
@@ -267,6 +302,10 @@ class Ledger:
         """The node's NodeResourceTopology was listed, changed or deleted."""
         self._observe(node, before, after)
         self._refresh(node)
+        if after is None or before is None or not _same(before, after):
+            self._released.pop(node, None)
+            self._changed.set()
+            self._changed = asyncio.Event()
 
     def _observe(self, node: str, before: NodeZones | None, after: NodeZones | None) -> None:
         pending = self._by_node.get(node)

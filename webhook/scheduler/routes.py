@@ -16,6 +16,7 @@ from aiohttp import web
 
 from webhook import jsonio
 from webhook.scheduler.accounting import Ledger
+from webhook.scheduler.catchup import catch_up
 from webhook.scheduler.extender import (
     MAX_SCORE,
     ExtenderArgs,
@@ -50,6 +51,9 @@ async def _filter(request: web.Request) -> web.Response:
     if ledger.ready:  # the bound pods' watch is in: binds will show
         await ledger.inflight.settle(args.uid, args.nodes, units)
     result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)
+    result = await catch_up(
+        ledger, lambda: filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay), result
+    )
     if result["NodeNames"] and ledger.ready:  # nodes without an object never make one wait
         ledger.inflight.passed(args.uid, units, result["NodeNames"])
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
