@@ -16,7 +16,7 @@ from webhook.engine.mutation import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.explain.alike import alike_key
 from webhook.explain.checks import Check, PodPlan, plan_for
-from webhook.explain.free import NUMA_FREE_CHECK, ZonesOf, free_refusal, remote_note
+from webhook.explain.free import NUMA_FREE_CHECK, StaleOf, ZonesOf, free_refusal, remote_note
 from webhook.explain.kubelet import kubelet_note, topology_failure
 from webhook.explain.pairs import PairsVerdict, pairs_verdict
 from webhook.explain.reasons import AGENT_MISSING, describe, describe_preferred, has_agent_labels
@@ -279,10 +279,11 @@ def explain_pod(
     *,
     label: str = "",
     zones: ZonesOf | None = None,
+    stale: StaleOf | None = None,
 ) -> Explanation:
     """Mutate `pod` as the webhook would, then judge it against every node; with `zones`
     (NodeResourceTopology per node), a node whose hardware fits but whose NUMA nodes have no
-    room now fails check `numa-free`.
+    room now fails check `numa-free`; `stale` notes a node whose object is out of date.
 
     Raises webhook.engine.pod_shape.InvalidPod when the pod is not shaped like a Pod.
     """
@@ -300,6 +301,8 @@ def explain_pod(
         if zones is not None:  # each node's own measured remote access (not alike-shared)
             weight = policy.spec.placement.remote_access_weight if policy is not None else 0
             judged = (_with_remote(v, zones(v.node), weight) for v in judged)
+        if stale is not None:
+            judged = (_with_note(v, stale(v.node)) for v in judged)
         verdicts = tuple(sorted(judged, key=_order))
     name = label or _pod_label(pod)
     return Explanation(
@@ -328,7 +331,10 @@ def _now(verdict: NodeVerdict, plan: PodPlan, zones: ZonesOf | None) -> NodeVerd
 
 
 def _with_remote(verdict: NodeVerdict, zones: NodeZones | None, weight: int) -> NodeVerdict:
-    note = remote_note(zones, weight)
+    return _with_note(verdict, remote_note(zones, weight))
+
+
+def _with_note(verdict: NodeVerdict, note: str | None) -> NodeVerdict:
     return verdict if note is None else replace(verdict, notes=(*verdict.notes, note))
 
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Protocol
 
+from webhook.explain.free import STALE_S
 from webhook.scheduler.inflight import HOLD_S, InFlight
 from webhook.topology.admission import pod_units
 from webhook.topology.fit import Taken, free_fit, less_taken
@@ -54,7 +55,6 @@ __all__ = ["OUTCOMES", "SETTLE_S", "STALE_S", "Ledger", "admitted"]
 logger = logging.getLogger(__name__)
 
 SETTLE_S: Final = 10.0  # the agent reads at +0, 1, 3 and 7 s after a pod event, writes 1/s
-STALE_S: Final = 15.0
 OUTCOMES: Final = ("right", "other_numa_nodes", "refused")
 ZonesOf = Callable[[str], NodeZones | None]
 
@@ -225,6 +225,16 @@ class Ledger:
             self._stale_said.add(node)
             logger.warning("stale NodeResourceTopology", extra={"node": node, "reason": why})
         return why
+
+    def stale_count(self) -> int:
+        """Pods whose share only a stale object keeps counted: it moves when a node turns
+        stale or fresh (the admission warnings' cached answers key on it)."""
+        if not self._pending:
+            return 0
+        now = self._clock()
+        return sum(1 for p in self._pending.values()
+                   if p.admitted_at is not None and now - p.admitted_at > self._stale_s
+                   and self._changes.get(p.node, 0) <= p.seen)  # fmt: skip
 
     # --- bound pods (pods.py) ------------------------------------------------------------
     def pods_listed(self, pods: Iterable[Mapping[str, Any]]) -> None:

@@ -232,7 +232,11 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
         if config.numa_scheduling
         else None
     )
-    nodes = NodeCache(zones=numa.zones if numa else None) if config.node_cache else None
+    nodes = (
+        NodeCache(zones=numa.zones if numa else None, stale=numa.ledger if numa else None)
+        if config.node_cache
+        else None
+    )
     spans = WorkloadSpans(nodes.labels) if nodes is not None and config.workload_spans else None
     if spans is not None:
         metrics.registry.register(spans)

@@ -28,7 +28,7 @@ from webhook.warnings.facts import IndexFacts
 from webhook.warnings.kinds import Fitted
 from webhook.warnings.placement import node_warnings
 
-__all__ = ["WATCH_SECONDS", "NodeCache", "Zones"]
+__all__ = ["WATCH_SECONDS", "NodeCache", "Stale", "Zones"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,15 @@ class Zones(Protocol):
     def get(self, node: str) -> NodeZones | None: ...
 
 
+class Stale(Protocol):
+    """The extender's ledger (webhook/scheduler/accounting.py): why a node's object is out
+    of date, and a count that moves whenever one more or one less is."""
+
+    def stale(self, node: str) -> str | None: ...
+
+    def stale_count(self) -> int: ...
+
+
 class NodeCache:
     def __init__(
         self,
@@ -66,9 +75,11 @@ class NodeCache:
         backoff: Backoff | None = None,
         sleep: Sleep = asyncio.sleep,
         zones: Zones | None = None,
+        stale: Stale | None = None,
     ) -> None:
         self.index = NodeIndex()
         self._zones = zones
+        self._stale = stale
         self.ready = False  # the first list is in
         self.listed = asyncio.Event()  # set with `ready`: the server's gc.freeze() waits on it
         self.lists = 0  # lists completed (tests wait on relists)
@@ -77,7 +88,7 @@ class NodeCache:
         self._backoff = backoff or Backoff()
         self._sleep = sleep
         # pod signature -> (index, its generation and the zones', the answer then)
-        self._answers: dict[bytes, tuple[NodeIndex, tuple[int, int], tuple[Fitted, ...]]] = {}
+        self._answers: dict[bytes, tuple[NodeIndex, tuple[int, int, int], tuple[Fitted, ...]]] = {}
 
     # --- admission side: never waits, never raises ----------------------------------------
     def stamp(self) -> tuple[bool, NodeIndex, int]:
@@ -94,13 +105,19 @@ class NodeCache:
             return []
         index = self.index
         zones = self._zones
-        generation = (index.generation, zones.generation if zones is not None else 0)
+        stale = self._stale
+        generation = (
+            index.generation,
+            zones.generation if zones is not None else 0,
+            stale.stale_count() if stale is not None else 0,
+        )
         key = _signature(pod)
         known = self._answers.get(key)
         if known is not None and known[0] is index and known[1] == generation:
             return list(known[2])  # the pods of one Job are alike: judged once per node change
         zones_of = zones.get if zones is not None else None
-        facts = IndexFacts(index, plan_for(pod, policy), policy, zones_of)
+        stale_of = stale.stale if stale is not None else None
+        facts = IndexFacts(index, plan_for(pod, policy), policy, zones_of, stale_of)
         warnings = tuple(node_warnings(facts))
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()
