@@ -17,11 +17,13 @@ Rounds: TOPOPLACE_E2E_BURST_ROUNDS (default 3) and TOPOPLACE_E2E_JOB_ROUNDS (def
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,11 +138,10 @@ def settled(kubectl: Kubectl, ns: str, selector: str, count: int, running: int =
     return procs.wait_for(look, f"{count} pods running or waiting", timeout=90)
 
 
-@pytest.fixture(scope="module")
-def burst_nodes(
-    cluster: Cluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("burst")
+@contextlib.contextmanager
+def burst_fleet(kubectl: Kubectl, tmp: Path) -> Iterator[str]:
+    """The two DGX H100s under `single-numa-node` and a namespace; yields the namespace.
+    Shared with the burst bench (benchmarks/bench_e2e_burst.py)."""
     config = tmp / "kubelet.yaml"
     config.write_text(KUBELET)
     sysfs = machines.build("dgx-h100", tmp / "sys")
@@ -166,6 +167,14 @@ def burst_nodes(
         patch_policies(kubectl, {"numa-burst.yaml": None}, wait=False)
         for node in added:
             cluster_cli("remove-node", node)
+
+
+@pytest.fixture(scope="module")
+def burst_nodes(
+    cluster: Cluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with burst_fleet(kubectl, tmp_path_factory.mktemp("burst")) as ns:
+        yield ns
 
 
 def test_three_two_gpu_pods_at_once_one_per_numa_node_and_the_third_waits(

@@ -85,6 +85,8 @@ class ServerConfig:
     # NodeResourceTopology watch, the scheduler extender routes, scheduler Lease checks.
     numa_scheduling: bool = False
     lease_check_interval: float = 10.0  # how often a named scheduler's Lease is read
+    # The extender's ledger of pods bound but not shown yet (issue 45); off only to measure.
+    scheduler_accounting: bool = True
     # Watch the placed pods that opted in: the per-workload audit as metrics (needs node_cache).
     workload_spans: bool = False
     # Look at the Workload API and its gates (scheduler/workload_api.py): keepTogether
@@ -228,6 +230,7 @@ def build_app(config: ServerConfig, *, mutate: MutateFn | None = None) -> web.Ap
             lambda: store.current,
             lease_interval=config.lease_check_interval,
             on_prediction=metrics.scheduler_prediction,
+            accounting=config.scheduler_accounting,
         )
         if config.numa_scheduling
         else None
