@@ -127,6 +127,7 @@ class Ledger:
         on_outcome: Callable[[str], None] = lambda _outcome: None,
     ) -> None:
         self.raw = self._raw = cache.get  # the NodeResourceTopology cache's zones, as published
+        self._cache = cache
         self._clock = clock
         self._hold_s = hold_s
         self._stale_s = stale_s
@@ -159,6 +160,11 @@ class Ledger:
         return self._changed
 
     # --- what the extender reads ---------------------------------------------------------
+    def table(self) -> Mapping[str, NodeZones]:
+        """The cache's current node -> zones table (a relist swaps it whole): its own `get`
+        is one C call per node, where `raw` is a method of ours."""
+        return self._cache.zones
+
     def zones_of(self, node: str) -> NodeZones | None:
         """The node's zones less the shares of its pods the object does not show yet."""
         less = self.overlay.get(node)

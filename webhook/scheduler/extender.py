@@ -23,13 +23,13 @@ a dictionary look-up per node, not one Topology Manager model run per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.topology.admission import PodUnits, pod_units
 from webhook.topology.fit import FreeFit, free_fit
-from webhook.topology.zones import NodeZones
+from webhook.topology.zones import NodeZones, Zone
 
 __all__ = [
     "MAX_SCORE",
@@ -44,7 +44,6 @@ __all__ = [
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
 ZonesOf = Callable[[str], NodeZones | None]
 StaleOf = Callable[[str], str | None]
-_UNKNOWN = FreeFit(True)  # no NodeResourceTopology: nothing known against the node
 
 
 class BadArgs(ValueError):
@@ -79,33 +78,35 @@ def parse_args(doc: Any) -> ExtenderArgs:
     if names is None:
         items = (_field(doc, "Nodes") or {}).get("items") or []
         names = [(n.get("metadata") or {}).get("name") for n in items if isinstance(n, Mapping)]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(names, list) or not set(map(type, names)) <= {str}:  # in C: 5,000 names
         raise BadArgs("NodeNames: expected a list of node names")
     return ExtenderArgs(pod, tuple(names))
 
 
-def _judge(
-    zones_of: ZonesOf, units: PodUnits, overlay: Mapping[str, NodeZones] | None = None
-) -> Callable[[str], FreeFit | None]:
-    """One node's verdict (None: no NodeResourceTopology), fitted once per group of alike
-    nodes: the memo holds the zones tuple it keys by id, so no id is reused meanwhile.
-    `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up first."""
-    memo: dict[tuple[int, str | None, str], tuple[object, FreeFit]] = {}
+def _verdicts(
+    names: Iterable[str],
+    zones_of: ZonesOf,
+    units: PodUnits,
+    overlay: Mapping[str, NodeZones] | None = None,
+) -> Iterator[tuple[str, FreeFit | None]]:
+    """Each node's verdict (None: no NodeResourceTopology), fitted once per group of alike
+    nodes. `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up
+    first. The hot loop of a 5,000-name call: per node two dictionary look-ups and no call
+    of ours; the memo holds the zones tuple it keys by id, so no id is reused meanwhile."""
+    memo: dict[tuple[int, str | None, str], tuple[tuple[Zone, ...], FreeFit]] = {}
     first = overlay.get if overlay else None
-
-    def judge(name: str) -> FreeFit | None:
+    for name in names:
         zones = first(name) if first is not None else None
         if zones is None:
             zones = zones_of(name)
-        if zones is None:
-            return None
+            if zones is None:
+                yield name, None
+                continue
         key = (id(zones.zones), zones.policy, zones.scope)
         known = memo.get(key)
         if known is None:
             known = memo[key] = (zones.zones, free_fit(zones, units))
-        return known[1]
-
-    return judge
+        yield name, known[1]
 
 
 def filter_nodes(
@@ -120,13 +121,12 @@ def filter_nodes(
     Failed nodes go to FailedNodes, not FailedAndUnresolvableNodes: evicting a lower-priority
     pod frees GPUs, so preemption can help.
     """
-    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
     passed: list[str] = []
     failed: dict[str, str] = {}
-    for name in args.nodes:
-        verdict = judge(name) or _UNKNOWN
-        if verdict.fits:
-            passed.append(name)
+    keep = passed.append
+    for name, verdict in _verdicts(args.nodes, zones_of, pod_units(args.pod["spec"]), overlay):
+        if verdict is None or verdict.fits:
+            keep(name)
         else:
             reason = verdict.reason or "no NUMA node has room"
             late = stale(name)
@@ -139,8 +139,8 @@ def prioritize(
 ) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
-    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
-    return [{"Host": name, "Score": score(judge(name))} for name in args.nodes]
+    verdicts = _verdicts(args.nodes, zones_of, pod_units(args.pod["spec"]), overlay)
+    return [{"Host": name, "Score": score(verdict)} for name, verdict in verdicts]
 
 
 def score(verdict: FreeFit | None) -> int:

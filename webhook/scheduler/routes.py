@@ -50,9 +50,9 @@ async def _filter(request: web.Request) -> web.Response:
     ledger.expire()
     if ledger.ready:  # the bound pods' watch is in: binds will show
         await ledger.inflight.settle(args.uid, args.nodes, units)
-    result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)
+    result = filter_nodes(args, ledger.table().get, ledger.stale, ledger.overlay)
     result = await catch_up(
-        ledger, lambda: filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay), result
+        ledger, lambda: filter_nodes(args, ledger.table().get, ledger.stale, ledger.overlay), result
     )
     if result["NodeNames"] and ledger.ready:  # nodes without an object never make one wait
         ledger.inflight.passed(args.uid, units, result["NodeNames"])
@@ -62,7 +62,7 @@ async def _filter(request: web.Request) -> web.Response:
 async def _prioritize(request: web.Request) -> web.Response:
     args = await _args(request)
     ledger = request.app[LEDGER]
-    result = prioritize(args, ledger.raw, ledger.overlay)
+    result = prioritize(args, ledger.table().get, ledger.overlay)
     # Opt-in per policy (placement.remoteAccessWeight): measured remote access lowers a score.
     result = lower_scores(result, args.pod, ledger.raw, request.app[REMOTE_WEIGHT], MAX_SCORE)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
