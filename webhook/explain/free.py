@@ -112,7 +112,7 @@ def stale_of(
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        if node in zones:
+        if isinstance(node, str) and node in zones:
             by_node.setdefault(node, []).append(pod)
     notes = {node: stale_note(zones[node], on_node, now) for node, on_node in by_node.items()}
     return notes.get

@@ -139,8 +139,14 @@ def prioritize(
 ) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
-    verdicts = _verdicts(args.nodes, zones_of, pod_units(args.pod["spec"]), overlay)
-    return [{"Host": name, "Score": score(verdict)} for name, verdict in verdicts]
+    scores: dict[int, int] = {}  # id of a (shared) verdict -> its score: one per class
+    out = []
+    for name, verdict in _verdicts(args.nodes, zones_of, pod_units(args.pod["spec"]), overlay):
+        known = scores.get(id(verdict))
+        if known is None:
+            known = scores[id(verdict)] = score(verdict)
+        out.append({"Host": name, "Score": known})
+    return out
 
 
 def score(verdict: FreeFit | None) -> int:
