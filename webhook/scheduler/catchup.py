@@ -47,15 +47,9 @@ async def catch_up(
     if result["NodeNames"] or not ledger.ready:
         return result
     start = ledger.clock()
-    while True:
+    behind = _behind(ledger, result, start, retry_s)
+    while behind:
         now = ledger.clock()
-        behind = {
-            node: since
-            for node in result.get("FailedNodes") or ()
-            if (since := ledger.catching_up(node)) is not None and now - since < retry_s
-        }
-        if not behind:
-            return result
         until = min(start + wait_s, max(behind.values()) + wait_s)
         if until <= now:
             ledger.retries += 1
@@ -66,9 +60,22 @@ async def catch_up(
                 await asyncio.wait_for(ledger.changed.wait(), timeout=until - now)
         finally:
             ledger.catching -= 1
+        if all(ledger.catching_up(node) == since for node, since in behind.items()):
+            continue  # another node's object changed: nothing to judge again
         result = judge()
         if result["NodeNames"]:
             return result
+        behind = _behind(ledger, result, ledger.clock(), retry_s)
+    return result
+
+
+def _behind(ledger: Ledger, result: dict[str, Any], now: float, retry_s: float) -> dict[str, float]:
+    """The turned-away nodes whose object is due to change, and since when."""
+    return {
+        node: since
+        for node in result.get("FailedNodes") or ()
+        if (since := ledger.catching_up(node)) is not None and now - since < retry_s
+    }
 
 
 def _retry_reason(behind: dict[str, float], now: float) -> str:

@@ -31,10 +31,15 @@ async def test_a_pod_turned_away_where_a_pod_just_ended_passes_once_the_object_s
     extender: Extender,
 ) -> None:
     extender.nrts.apply("ADDED", dgx("dgx-a", (0, 1)))  # `old` holds NUMA node 0's 2 GPUs
+    extender.nrts.apply("ADDED", dgx("dgx-b", (0, 0)))
     old = _running_on(extender, "old", 2, "dgx-a")
     extender.watch("DELETED", old)  # kube-scheduler sees it and retries the waiting pod
-    asked = asyncio.create_task(extender.filter(args(pod("waiting", 2), "dgx-a")))
+    asked = asyncio.create_task(extender.filter(args(pod("waiting", 2), "dgx-a", "dgx-b")))
     await _catching(extender)
+    extender.nrts.apply("MODIFIED", dgx("dgx-b", (0, 1)))  # another node: still waiting
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert extender.ledger.catching == 1 and not asked.done()
     extender.nrts.apply("MODIFIED", dgx("dgx-a", (2, 1)))  # the agent's rewrite
     result = await asked
     assert result["NodeNames"] == ["dgx-a"] and result["Error"] == ""
