@@ -58,7 +58,7 @@ def _state(k: Kubectl, ns: str) -> tuple[int, int, int, int]:
 def _burst(k: Kubectl, ns: str) -> dict[str, float]:
     pods = []
     for i in range(PODS):
-        p = pinned(training_pod(f"b-{i}", POLICY, GPUS), *NODES)
+        p = pinned(training_pod(f"burst-{i}", POLICY, GPUS), *NODES)
         p["metadata"]["labels"]["burst"] = "bench"
         pods.append(p)
     t0 = time.monotonic()
