@@ -65,6 +65,9 @@ class Published(Protocol):
     @property
     def zones(self) -> Mapping[str, NodeZones]: ...
 
+    @property
+    def classes(self) -> Mapping[str, Hashable]: ...
+
     def get(self, node: str) -> NodeZones | None: ...
 
 
@@ -164,6 +167,10 @@ class Ledger:
         """The cache's current node -> zones table (a relist swaps it whole): its own `get`
         is one C call per node, where `raw` is a method of ours."""
         return self._cache.zones
+
+    def classes(self) -> Mapping[str, Hashable]:
+        """The cache's current node -> class key, kept with `table()`."""
+        return self._cache.classes
 
     def zones_of(self, node: str) -> NodeZones | None:
         """The node's zones less the shares of its pods the object does not show yet."""

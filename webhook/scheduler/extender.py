@@ -23,7 +23,7 @@ a dictionary look-up per node, not one Topology Manager model run per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,15 +88,33 @@ def _verdicts(
     zones_of: ZonesOf,
     units: PodUnits,
     overlay: Mapping[str, NodeZones] | None = None,
+    classes: Mapping[str, Hashable] | None = None,
 ) -> Iterator[tuple[str, FreeFit | None]]:
     """Each node's verdict (None: no NodeResourceTopology), fitted once per group of alike
     nodes. `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up
-    first. The hot loop of a 5,000-name call: per node two dictionary look-ups and no call
-    of ours; the memo holds the zones tuple it keys by id, so no id is reused meanwhile."""
-    memo: dict[tuple[int, str | None, str], tuple[tuple[Zone, ...], FreeFit]] = {}
+    first. `classes`: each node's class key as the cache keeps it, so the hot loop of a
+    5,000-name call is a dictionary look-up or two per node, no call of ours and nothing
+    allocated; without it the key is made here. The memo holds the zones tuple it keys by
+    id, so no id is reused meanwhile."""
+    memo: dict[Hashable, tuple[tuple[Zone, ...], FreeFit]] = {}
     first = overlay.get if overlay else None
+    class_of = classes.get if classes is not None else None
     for name in names:
         zones = first(name) if first is not None else None
+        if zones is None and class_of is not None:
+            key = class_of(name)
+            if key is None:
+                yield name, None
+                continue
+            known = memo.get(key)
+            if known is None:
+                zones = zones_of(name)
+                if zones is None:  # `classes` and `zones_of` disagree: judged as unknown
+                    yield name, None
+                    continue
+                known = memo[key] = (zones.zones, free_fit(zones, units))
+            yield name, known[1]
+            continue
         if zones is None:
             zones = zones_of(name)
             if zones is None:
@@ -114,6 +132,7 @@ def filter_nodes(
     zones_of: ZonesOf,
     stale: StaleOf = lambda _node: None,
     overlay: Mapping[str, NodeZones] | None = None,
+    classes: Mapping[str, Hashable] | None = None,
 ) -> dict[str, Any]:
     """ExtenderFilterResult: the nodes whose NUMA nodes hold the pod now, and why not the rest
     (with why the node's object is out of date, when it is).
@@ -124,7 +143,8 @@ def filter_nodes(
     passed: list[str] = []
     failed: dict[str, str] = {}
     keep = passed.append
-    for name, verdict in _verdicts(args.nodes, zones_of, pod_units(args.pod["spec"]), overlay):
+    units = pod_units(args.pod["spec"])
+    for name, verdict in _verdicts(args.nodes, zones_of, units, overlay, classes):
         if verdict is None or verdict.fits:
             keep(name)
         else:
@@ -135,13 +155,17 @@ def filter_nodes(
 
 
 def prioritize(
-    args: ExtenderArgs, zones_of: ZonesOf, overlay: Mapping[str, NodeZones] | None = None
+    args: ExtenderArgs,
+    zones_of: ZonesOf,
+    overlay: Mapping[str, NodeZones] | None = None,
+    classes: Mapping[str, Hashable] | None = None,
 ) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
     scores: dict[int, int] = {}  # id of a (shared) verdict -> its score: one per class
     out = []
-    for name, verdict in _verdicts(args.nodes, zones_of, pod_units(args.pod["spec"]), overlay):
+    units = pod_units(args.pod["spec"])
+    for name, verdict in _verdicts(args.nodes, zones_of, units, overlay, classes):
         known = scores.get(id(verdict))
         if known is None:
             known = scores[id(verdict)] = score(verdict)
