@@ -89,7 +89,7 @@ e2e-podgroups: $(VENV)/.stamp-test e2e-bin
 # Kyverno is a peer row only: a failed build leaves the row out with the reason (its log).
 bench-e2e: $(VENV)/.stamp-bench e2e-bin
 	-e2e/build-kyverno.sh
-	$(PY) -m benchmarks --only e2e,e2e-datasets,e2e-nrt,e2e-across --output benchmarks/results-e2e.md
+	$(PY) -m benchmarks --only e2e,e2e-datasets,e2e-nrt,e2e-across,e2e-burst --output benchmarks/results-e2e.md
 
 # Fleet scale on the real API server: 5, 1,000 and 5,000 simulated Nodes (no kubelets) with a
 # NodeResourceTopology each; its own control plane, torn down at the end. Not in make e2e.

@@ -77,8 +77,13 @@ SECTIONS: dict[str, tuple[str, str, str]] = {
         "benchmarks.e2e.bench_e2e_across",
         "run_e2e_across_bench",
     ),
+    "e2e-burst": (
+        "A burst of 100 pods for the NUMA-aware scheduler: with and without its accounting",
+        "benchmarks.e2e.bench_e2e_burst",
+        "run_e2e_burst_bench",
+    ),
 }
-NOT_BY_DEFAULT = {"e2e", "e2e-datasets", "e2e-nrt", "e2e-across"}
+NOT_BY_DEFAULT = {"e2e", "e2e-datasets", "e2e-nrt", "e2e-across", "e2e-burst"}
 
 
 def _machine() -> str:

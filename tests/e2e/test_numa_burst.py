@@ -17,10 +17,13 @@ Rounds: TOPOPLACE_E2E_BURST_ROUNDS (default 3) and TOPOPLACE_E2E_JOB_ROUNDS (def
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,11 +138,10 @@ def settled(kubectl: Kubectl, ns: str, selector: str, count: int, running: int =
     return procs.wait_for(look, f"{count} pods running or waiting", timeout=90)
 
 
-@pytest.fixture(scope="module")
-def burst_nodes(
-    cluster: Cluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("burst")
+@contextlib.contextmanager
+def burst_fleet(kubectl: Kubectl, tmp: Path) -> Iterator[str]:
+    """The two DGX H100s under `single-numa-node` and a namespace; yields the namespace.
+    Shared with the burst bench (benchmarks/e2e/bench_e2e_burst.py)."""
     config = tmp / "kubelet.yaml"
     config.write_text(KUBELET)
     sysfs = machines.build("dgx-h100", tmp / "sys")
@@ -167,6 +169,14 @@ def burst_nodes(
             cluster_cli("remove-node", node)
 
 
+@pytest.fixture(scope="module")
+def burst_nodes(
+    cluster: Cluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with burst_fleet(kubectl, tmp_path_factory.mktemp("burst")) as ns:
+        yield ns
+
+
 def test_three_two_gpu_pods_at_once_one_per_numa_node_and_the_third_waits(
     cluster: Cluster, kubectl: Kubectl, burst_nodes: str
 ) -> None:
@@ -175,7 +185,7 @@ def test_three_two_gpu_pods_at_once_one_per_numa_node_and_the_third_waits(
     fill(kubectl, ns, node, [("a-big", 4), ("a-1", 1), ("a-big", 0), ("a-0", 1)])
     wait_free(cluster, kubectl, node, (3, 3))
     refused_before = metric(kubectl, "topoplace_webhook_scheduler_predictions_total", REFUSED)
-    seen = []
+    seen, started_s = [], []
     for r in range(BURST_ROUNDS):
         names = [f"burst-{r}-{i}" for i in range(3)]
         pods = [pinned(training_pod(n, POLICY, 2), node) for n in names]
@@ -187,16 +197,21 @@ def test_three_two_gpu_pods_at_once_one_per_numa_node_and_the_third_waits(
         seen.append(sorted(s[1] for s in now.values()))
         # A running one goes: the waiting one starts on the NUMA node it frees.
         delete(kubectl, ns, next(n for n, s in now.items() if s[1] == "Running"))
+        freed = time.monotonic()
         procs.wait_for(
             lambda w=waiting, r=r: (
                 states(kubectl, ns, f"round={r}").get(w, ("", ""))[1] == "Running"
             ),
             f"{waiting} running once a NUMA node freed",
         )
+        started_s.append(round(time.monotonic() - freed, 1))
         assert all(s[1] != "Failed" for s in states(kubectl, ns, f"round={r}").values())
         delete(kubectl, ns, *[n for n in names if n in states(kubectl, ns, f"round={r}")])
         wait_free(cluster, kubectl, node, (3, 3))
-    print(f"\n{BURST_ROUNDS} bursts of three 2-GPU pods on 3 + 3 free GPUs: {seen}")
+    print(
+        f"\n{BURST_ROUNDS} bursts of three 2-GPU pods on 3 + 3 free GPUs: {seen}; "
+        f"the waiting pod Running s after a running one was deleted: {started_s}"
+    )
     refused = metric(kubectl, "topoplace_webhook_scheduler_predictions_total", REFUSED)
     assert refused == refused_before
     for name in ("a-0", "a-1"):
@@ -254,7 +269,7 @@ def test_three_jobs_at_once_across_two_fragmented_nodes_no_pod_refused(
     wait_free(cluster, kubectl, a, (3, 2))
     wait_free(cluster, kubectl, b, (2, 3))
     refused_before = metric(kubectl, "topoplace_webhook_scheduler_predictions_total", REFUSED)
-    running = []
+    running, started_s, refusals = [], [], []
     for r in range(JOB_ROUNDS):
         jobs = [job(f"j{r}-{g}gpu", g) for g in (1, 2, 4)]
         create_all(kubectl, jobs, ns)
@@ -263,15 +278,21 @@ def test_three_jobs_at_once_across_two_fragmented_nodes_no_pod_refused(
         # Capacity frees: the 1-GPU Job goes; what waits and now fits starts.
         kubectl.run("delete", "job", f"j{r}-1gpu", "-n", ns, "--wait=true",
                     "--cascade=foreground", timeout=120)  # fmt: skip
+        freed = time.monotonic()
         rest = f"job-name in (j{r}-2gpu,j{r}-4gpu)"
         then = runs_what_can(cluster, kubectl, ns, rest, 6)
+        started_s.append(round(time.monotonic() - freed, 1))
         running.append((first, then))
+        so_far = metric(kubectl, "topoplace_webhook_scheduler_predictions_total", REFUSED)
+        refusals.append(int(so_far - refused_before - sum(refusals)))
         for g in (2, 4):
             kubectl.run("delete", "job", f"j{r}-{g}gpu", "-n", ns, "--wait=true",
                         "--cascade=foreground", timeout=120)  # fmt: skip
         wait_free(cluster, kubectl, a, (3, 2))
         wait_free(cluster, kubectl, b, (2, 3))
     print(f"\n{JOB_ROUNDS} rounds of three Jobs (3 pods of 1, 2, 4 GPUs) on 3+2 and 2+3 free: "
-          f"running (of all 9, then of the 2- and 4-GPU Jobs' 6) {running}")  # fmt: skip
+          f"running (of all 9, then of the 2- and 4-GPU Jobs' 6) {running}; refused per "
+          f"round {refusals}; s from the 1-GPU Job gone to every pod with room Running "
+          f"{started_s}")  # fmt: skip
     refused = metric(kubectl, "topoplace_webhook_scheduler_predictions_total", REFUSED)
     assert refused == refused_before

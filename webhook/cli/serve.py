@@ -143,6 +143,14 @@ def _watch_arguments(parser: argparse.ArgumentParser) -> None:
         "policy's numaAwareScheduler is not running",
     )
     parser.add_argument(
+        "--no-scheduler-accounting",
+        dest="scheduler_accounting",
+        action="store_false",
+        help="with --numa-scheduling: judge NUMA nodes on the NodeResourceTopology alone, not "
+        "counting the pods bound but not shown in it yet (to measure what the count saves: "
+        "the pods of a burst are then bound and refused by their kubelets)",
+    )
+    parser.add_argument(
         "--kubeconfig",
         type=Path,
         metavar="FILE",
@@ -229,6 +237,7 @@ async def _serve(
         kubeconfig=args.kubeconfig,
         claim_template_cache=args.claim_template_cache,
         numa_scheduling=args.numa_scheduling,
+        scheduler_accounting=args.scheduler_accounting,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

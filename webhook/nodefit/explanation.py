@@ -13,7 +13,7 @@ from typing import Any
 from webhook.engine.outcome import EngineSettings
 from webhook.engine.recipe import mutate
 from webhook.nodefit.checks import PodPlan, plan_for
-from webhook.nodefit.free_check import NUMA_FREE_CHECK, ZonesOf, free_refusal, remote_note
+from webhook.nodefit.free_check import NUMA_FREE_CHECK, StaleOf, ZonesOf, free_refusal, remote_note
 from webhook.nodefit.node_groups import alike_key
 from webhook.nodefit.node_verdict import NodeVerdict, evaluate
 from webhook.placement_model.filters.nodes import NodeView
@@ -82,10 +82,11 @@ def explain_pod(
     *,
     label: str = "",
     zones: ZonesOf | None = None,
+    stale: StaleOf | None = None,
 ) -> Explanation:
     """Mutate `pod` as the webhook would, then judge it against every node; with `zones`
     (NodeResourceTopology per node), a node whose hardware fits but whose NUMA nodes have no
-    room now fails check `numa-free`.
+    room now fails check `numa-free`; `stale` notes a node whose object is out of date.
 
     Raises webhook.engine.pod_fields.InvalidPod when the pod is not shaped like a Pod.
     """
@@ -103,6 +104,8 @@ def explain_pod(
         if zones is not None:  # each node's own measured remote access (not alike-shared)
             weight = policy.spec.placement.remote_access_weight if policy is not None else 0
             judged = (_with_remote(v, zones(v.node), weight) for v in judged)
+        if stale is not None:
+            judged = (_with_note(v, stale(v.node)) for v in judged)
         verdicts = tuple(sorted(judged, key=_order))
     name = label or _pod_label(pod)
     return Explanation(
@@ -131,7 +134,10 @@ def _now(verdict: NodeVerdict, plan: PodPlan, zones: ZonesOf | None) -> NodeVerd
 
 
 def _with_remote(verdict: NodeVerdict, zones: NodeZones | None, weight: int) -> NodeVerdict:
-    note = remote_note(zones, weight)
+    return _with_note(verdict, remote_note(zones, weight))
+
+
+def _with_note(verdict: NodeVerdict, note: str | None) -> NodeVerdict:
     return verdict if note is None else replace(verdict, notes=(*verdict.notes, note))
 
 

@@ -18,14 +18,16 @@ NUMA nodes, and the kubelet refuses the ones that do not fit (issue 45).
   wrong prediction is counted once and logged once.
 - **In flight** (inflight.py): between the extender passing a pod and its bind showing in
   the watch, the next pod's filter waits (at most `hold_s`) when that pod's share could
-  change its verdict, so it sees it. The wait is per replica: kube-scheduler sends its calls
-  over one kept-alive connection, so to one.
+  change its verdict. Per replica: kube-scheduler calls over one kept-alive connection.
 - **Settled**: a pod admitted `SETTLE_S` ago on a node whose object changed since the
   prediction is shown by now (the agent read the kubelet after it), whatever the counts
   said: its share is dropped (`expire`, before each filter).
 - **Stale object**: a pod admitted `stale_s` ago with no change of the object since its
   prediction (the agent down) keeps its predicted share, and the node is named stale in
   the extender's reasons and the log.
+- **Catching up** (`catching_up`, for catchup.py): since when the node's view is due to
+  change with no event kube-scheduler sees (a pod holding aligned resources ended there, or
+  one it admitted is still counted) and the object has not changed since.
 
 Bounded: one entry per bound pod not yet shown, dropped when shown, ended, or its node's
 object goes; never below zero (less_taken clamps). Everything runs on the event loop.
@@ -33,35 +35,28 @@ object goes; never below zero (less_taken clamps). Everything runs on the event 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
+from webhook.nodefit.free_check import STALE_S
 from webhook.placement_model.free_now import Taken, free_fit, less_taken
 from webhook.placement_model.kubelet_admission import pod_units
-from webhook.placement_model.zones import NodeZones, Zone, shared, zone_counts
+from webhook.placement_model.zones import NodeZones, Zone, shared
 from webhook.scheduler.inflight import HOLD_S, InFlight
+from webhook.scheduler.observed import Published, admitted, covers, same_counts
+from webhook.scheduler.observed import delta as zone_delta
 
 __all__ = ["OUTCOMES", "SETTLE_S", "STALE_S", "Ledger", "admitted"]
 
 logger = logging.getLogger(__name__)
 
 SETTLE_S: Final = 10.0  # the agent reads at +0, 1, 3 and 7 s after a pod event, writes 1/s
-STALE_S: Final = 15.0
 OUTCOMES: Final = ("right", "other_numa_nodes", "refused")
 ZonesOf = Callable[[str], NodeZones | None]
-
-
-class Published(Protocol):
-    """The NodeResourceTopology cache (nrt_cache.py): its current table and look-up."""
-
-    @property
-    def zones(self) -> Mapping[str, NodeZones]: ...
-
-    def get(self, node: str) -> NodeZones | None: ...
 
 
 @dataclass(slots=True)
@@ -72,44 +67,6 @@ class _Pending:
     ours: bool  # the extender passed it (a refusal is then our wrong prediction)
     seen: int  # the node's object changes counted when it was predicted
     admitted_at: float | None = None  # the kubelet's first status seen: it holds its share
-
-
-def admitted(pod: Mapping[str, Any]) -> bool:
-    """The kubelet has posted a status: it admitted the pod (a refusal is phase Failed)."""
-    status = pod.get("status") or {}
-    return bool(
-        status.get("startTime")
-        or status.get("containerStatuses")
-        or status.get("phase") in ("Running", "Succeeded")
-    )
-
-
-def _scaled(name: str, value: Decimal) -> int:
-    return int(value * 1000) if name == "cpu" else int(value)
-
-
-def _delta(before: NodeZones, after: NodeZones) -> dict[str, list[int]]:
-    """Per resource, per zone: how much less is available now (Capacity's units)."""
-    names = {n for z in before.zones for n in z.available}
-    return {
-        n: [_scaled(n, b.available.get(n, Decimal(0)) - a.available.get(n, Decimal(0)))
-            for b, a in zip(before.zones, after.zones, strict=True)]
-        for n in names
-    }  # fmt: skip
-
-
-def _covers(delta: Mapping[str, list[int]], taken: Taken, *, per_zone: bool) -> bool:
-    for name, counts in taken:
-        seen = delta.get(name)
-        if seen is None:
-            return False
-        if len(seen) != len(counts):
-            return False
-        if per_zone and any(s < c for s, c in zip(seen, counts, strict=True)):
-            return False
-        if sum(seen) < sum(counts):
-            return False
-    return True
 
 
 class Ledger:
@@ -123,6 +80,7 @@ class Ledger:
         on_outcome: Callable[[str], None] = lambda _outcome: None,
     ) -> None:
         self.raw = self._raw = cache.get  # the NodeResourceTopology cache's zones, as published
+        self._cache = cache
         self._clock = clock
         self._hold_s = hold_s
         self._stale_s = stale_s
@@ -138,8 +96,32 @@ class Ledger:
         self._freed: set[str] = set()  # nodes where a pod ended since their object last changed
         self._stale_said: set[str] = set()
         self._changes: dict[str, int] = {}  # node -> changes of its object seen (the agent lives)
+        # node -> when a pod holding aligned resources first ended there since its object
+        # last changed: the object is due to show it freed
+        self._released: dict[str, float] = {}
+        self._changed = asyncio.Event()  # set (and replaced) at each change of an object
+        self.retries = 0  # filters answered with an error so kube-scheduler retries (catchup.py)
+        self.catching = 0  # filters waiting for an object to catch up now (catchup.py)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
+    @property
+    def changed(self) -> asyncio.Event:
+        """Set at the next change of some node's object."""
+        return self._changed
 
     # --- what the extender reads ---------------------------------------------------------
+    def table(self) -> Mapping[str, NodeZones]:
+        """The cache's current node -> zones table (a relist swaps it whole): its own `get`
+        is one C call per node, where `raw` is a method of ours."""
+        return self._cache.zones
+
+    def classes(self) -> Mapping[str, Hashable]:
+        """The cache's current node -> class key, kept with `table()`."""
+        return self._cache.classes
+
     def zones_of(self, node: str) -> NodeZones | None:
         """The node's zones less the shares of its pods the object does not show yet."""
         less = self.overlay.get(node)
@@ -156,6 +138,17 @@ class Ledger:
             self._alike = {}  # counts no node has any more
         less = less_taken(raw, [p.taken for p in pending.values()])
         self.overlay[node] = shared(less, self._alike)
+
+    def catching_up(self, node: str) -> float | None:
+        """Since when the node's view is due to change without a pod event (kube-scheduler
+        sees none then): a pod ended there, or one admitted is still counted; or None."""
+        released = self._released.get(node)
+        pending = self._by_node.get(node)
+        if pending:
+            admitted_at = [p.admitted_at for p in pending.values() if p.admitted_at is not None]
+            if admitted_at:
+                return min(admitted_at) if released is None else min(released, *admitted_at)
+        return released
 
     def pending(self, node: str) -> int:
         """Pods on `node` whose share the object does not show yet."""
@@ -195,6 +188,16 @@ class Ledger:
             self._stale_said.add(node)
             logger.warning("stale NodeResourceTopology", extra={"node": node, "reason": why})
         return why
+
+    def stale_count(self) -> int:
+        """Pods whose share only a stale object keeps counted: it moves when a node turns
+        stale or fresh (the admission warnings' cached answers key on it)."""
+        if not self._pending:
+            return 0
+        now = self._clock()
+        return sum(1 for p in self._pending.values()
+                   if p.admitted_at is not None and now - p.admitted_at > self._stale_s
+                   and self._changes.get(p.node, 0) <= p.seen)  # fmt: skip
 
     # --- bound pods (pods.py) ------------------------------------------------------------
     def pods_listed(self, pods: Iterable[Mapping[str, Any]]) -> None:
@@ -246,7 +249,12 @@ class Ledger:
         if entry is None:
             if node:
                 self._freed.add(node)  # what it held frees later: no delta can be judged
+                units = pod_units(pod.get("spec") or {})
+                if (units.pod or units.container) and self._raw(node) is not None:
+                    self._released.setdefault(node, self._clock())
             return
+        if entry.admitted_at is not None:
+            self._released.setdefault(entry.node, self._clock())
         if refused and entry.admitted_at is None and entry.ours:
             reason = (pod.get("status") or {}).get("reason") or "refused"
             self._outcome("refused", entry, f"its kubelet refused it ({reason})")
@@ -267,6 +275,10 @@ class Ledger:
         """The node's NodeResourceTopology was listed, changed or deleted."""
         self._observe(node, before, after)
         self._refresh(node)
+        if after is None or before is None or not same_counts(before, after):
+            self._released.pop(node, None)
+            self._changed.set()
+            self._changed = asyncio.Event()
 
     def _observe(self, node: str, before: NodeZones | None, after: NodeZones | None) -> None:
         pending = self._by_node.get(node)
@@ -275,22 +287,22 @@ class Ledger:
                 self._drop(uid, freed=False)
             self._freed.discard(node)
             return
-        if before is not None and _same(before, after):
+        if before is not None and same_counts(before, after):
             return  # nothing observed (metadata only): no new read of the kubelet
         self._changes[node] = self._changes.get(node, 0) + 1
         judged = (
             before is not None and node not in self._freed and len(before.zones) == len(after.zones)
         )
-        delta = _delta(before, after) if judged and before is not None else {}
+        delta = zone_delta(before, after) if judged and before is not None else {}
         for uid, entry in list((pending or {}).items()):
             # Shown: admitted before this change, or (its status not seen yet) the change
             # holds its share. Pods are admitted in bind order, as they are walked here.
-            whole = bool(delta) and _covers(delta, entry.taken, per_zone=True)
+            whole = bool(delta) and covers(delta, entry.taken, per_zone=True)
             if entry.admitted_at is None and not whole:
                 continue
             if judged and whole:
                 self._outcome("right", entry, "")
-            elif judged and _covers(delta, entry.taken, per_zone=False):
+            elif judged and covers(delta, entry.taken, per_zone=False):
                 self._outcome("other_numa_nodes", entry, "the kubelet used other NUMA nodes")
             if whole:
                 for name, counts in entry.taken:
@@ -306,9 +318,3 @@ class Ledger:
                 extra={"pod": entry.name, "node": entry.node, "outcome": outcome,
                        "predicted": dict(entry.taken), "reason": why},
             )  # fmt: skip
-
-
-def _same(a: NodeZones, b: NodeZones) -> bool:
-    return (a.policy, a.scope) == (b.policy, b.scope) and (
-        a.zones is b.zones or zone_counts(a.zones) == zone_counts(b.zones)
-    )

@@ -23,13 +23,13 @@ a dictionary look-up per node, not one Topology Manager model run per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.placement_model.free_now import FreeFit, free_fit
 from webhook.placement_model.kubelet_admission import PodUnits, pod_units
-from webhook.placement_model.zones import NodeZones
+from webhook.placement_model.zones import NodeZones, Zone
 
 __all__ = [
     "MAX_SCORE",
@@ -44,7 +44,6 @@ __all__ = [
 MAX_SCORE = 10  # extenderv1.MaxExtenderPriority
 ZonesOf = Callable[[str], NodeZones | None]
 StaleOf = Callable[[str], str | None]
-_UNKNOWN = FreeFit(True)  # no NodeResourceTopology: nothing known against the node
 
 
 class BadArgs(ValueError):
@@ -79,33 +78,53 @@ def parse_args(doc: Any) -> ExtenderArgs:
     if names is None:
         items = (_field(doc, "Nodes") or {}).get("items") or []
         names = [(n.get("metadata") or {}).get("name") for n in items if isinstance(n, Mapping)]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(names, list) or not set(map(type, names)) <= {str}:  # in C: 5,000 names
         raise BadArgs("NodeNames: expected a list of node names")
     return ExtenderArgs(pod, tuple(names))
 
 
-def _judge(
-    zones_of: ZonesOf, units: PodUnits, overlay: Mapping[str, NodeZones] | None = None
-) -> Callable[[str], FreeFit | None]:
-    """One node's verdict (None: no NodeResourceTopology), fitted once per group of alike
-    nodes: the memo holds the zones tuple it keys by id, so no id is reused meanwhile.
-    `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up first."""
-    memo: dict[tuple[int, str | None, str], tuple[object, FreeFit]] = {}
+def _verdicts(
+    names: Iterable[str],
+    zones_of: ZonesOf,
+    units: PodUnits,
+    overlay: Mapping[str, NodeZones] | None = None,
+    classes: Mapping[str, Hashable] | None = None,
+) -> Iterator[tuple[str, FreeFit | None]]:
+    """Each node's verdict (None: no NodeResourceTopology), fitted once per group of alike
+    nodes. `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up
+    first. `classes`: each node's class key as the cache keeps it, so the hot loop of a
+    5,000-name call is a dictionary look-up or two per node, no call of ours and nothing
+    allocated; without it the key is made here. The memo holds the zones tuple it keys by
+    id, so no id is reused meanwhile."""
+    memo: dict[Hashable, tuple[tuple[Zone, ...], FreeFit]] = {}
     first = overlay.get if overlay else None
-
-    def judge(name: str) -> FreeFit | None:
+    class_of = classes.get if classes is not None else None
+    for name in names:
         zones = first(name) if first is not None else None
+        if zones is None and class_of is not None:
+            key = class_of(name)
+            if key is None:
+                yield name, None
+                continue
+            known = memo.get(key)
+            if known is None:
+                zones = zones_of(name)
+                if zones is None:  # `classes` and `zones_of` disagree: judged as unknown
+                    yield name, None
+                    continue
+                known = memo[key] = (zones.zones, free_fit(zones, units))
+            yield name, known[1]
+            continue
         if zones is None:
             zones = zones_of(name)
-        if zones is None:
-            return None
+            if zones is None:
+                yield name, None
+                continue
         key = (id(zones.zones), zones.policy, zones.scope)
         known = memo.get(key)
         if known is None:
             known = memo[key] = (zones.zones, free_fit(zones, units))
-        return known[1]
-
-    return judge
+        yield name, known[1]
 
 
 def filter_nodes(
@@ -113,6 +132,7 @@ def filter_nodes(
     zones_of: ZonesOf,
     stale: StaleOf = lambda _node: None,
     overlay: Mapping[str, NodeZones] | None = None,
+    classes: Mapping[str, Hashable] | None = None,
 ) -> dict[str, Any]:
     """ExtenderFilterResult: the nodes whose NUMA nodes hold the pod now, and why not the rest
     (with why the node's object is out of date, when it is).
@@ -120,13 +140,13 @@ def filter_nodes(
     Failed nodes go to FailedNodes, not FailedAndUnresolvableNodes: evicting a lower-priority
     pod frees GPUs, so preemption can help.
     """
-    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
     passed: list[str] = []
     failed: dict[str, str] = {}
-    for name in args.nodes:
-        verdict = judge(name) or _UNKNOWN
-        if verdict.fits:
-            passed.append(name)
+    keep = passed.append
+    units = pod_units(args.pod["spec"])
+    for name, verdict in _verdicts(args.nodes, zones_of, units, overlay, classes):
+        if verdict is None or verdict.fits:
+            keep(name)
         else:
             reason = verdict.reason or "no NUMA node has room"
             late = stale(name)
@@ -135,12 +155,22 @@ def filter_nodes(
 
 
 def prioritize(
-    args: ExtenderArgs, zones_of: ZonesOf, overlay: Mapping[str, NodeZones] | None = None
+    args: ExtenderArgs,
+    zones_of: ZonesOf,
+    overlay: Mapping[str, NodeZones] | None = None,
+    classes: Mapping[str, Hashable] | None = None,
 ) -> list[dict[str, Any]]:
     """HostPriorityList: the tightest fit scores highest, so whole NUMA nodes stay free for
     the pods that need them."""
-    judge = _judge(zones_of, pod_units(args.pod["spec"]), overlay)
-    return [{"Host": name, "Score": score(judge(name))} for name in args.nodes]
+    scores: dict[int, int] = {}  # id of a (shared) verdict -> its score: one per class
+    out = []
+    units = pod_units(args.pod["spec"])
+    for name, verdict in _verdicts(args.nodes, zones_of, units, overlay, classes):
+        known = scores.get(id(verdict))
+        if known is None:
+            known = scores[id(verdict)] = score(verdict)
+        out.append({"Host": name, "Score": known})
+    return out
 
 
 def score(verdict: FreeFit | None) -> int:

@@ -50,6 +50,9 @@ class NrtCache:
         on_change: OnChange | None = None,
     ) -> None:
         self.zones: dict[str, NodeZones] = {}
+        # node -> its zones' class (the shared tuple's id, policy, scope), kept with `zones`:
+        # the extender's hot loop reads one prebuilt key per node (extender._verdicts)
+        self.classes: dict[str, Hashable] = {}
         # (node, before, after) for every listed, changed or deleted object: the ledger
         self.on_change = on_change
         self.ready = False
@@ -101,7 +104,7 @@ class NrtCache:
             )
             self._said_absent = True
         if self.zones:
-            before, self.zones = self.zones, {}
+            before, self.zones, self.classes = self.zones, {}, {}
             self.generation += 1
             on_change = self.on_change
             if on_change is not None:
@@ -117,6 +120,7 @@ class NrtCache:
             if parsed is not None:
                 zones[parsed.node] = parsed
         before, self.zones = self.zones, zones  # swapped in whole
+        self.classes = {name: _class(z) for name, z in zones.items()}
         if self.on_change is not None:
             for name in before.keys() | zones.keys():
                 self.on_change(name, before.get(name), zones.get(name))
@@ -134,15 +138,14 @@ class NrtCache:
         """One ADDED, MODIFIED or DELETED object."""
         name = str((obj.get("metadata") or {}).get("name") or "")
         before = self.zones.get(name)
-        if kind == "DELETED":
+        parsed = None if kind == "DELETED" else self._parse(obj)
+        # In place: readers share this event loop, so none sees a half-made change.
+        if parsed is None:
             self.zones.pop(name, None)
+            self.classes.pop(name, None)
         else:
-            # In place: readers share this event loop, so none sees a half-made change.
-            parsed = self._parse(obj)
-            if parsed is None:
-                self.zones.pop(name, None)
-            else:
-                self.zones[name] = parsed
+            self.zones[name] = parsed
+            self.classes[name] = _class(parsed)
         self.generation += 1
         if self.on_change is not None:
             self.on_change(name, before, self.zones.get(name))
@@ -156,3 +159,9 @@ class NrtCache:
         if len(self._shared) > 2 * len(self.zones) + 64:  # churn left counts nobody has
             self._shared = {}
         return shared(parsed, self._shared)
+
+
+def _class(zones: NodeZones) -> Hashable:
+    """Alike nodes' key: the shared tuple (held by `zones` as long as the key is), policy and
+    scope."""
+    return (id(zones.zones), zones.policy, zones.scope)

@@ -12,11 +12,14 @@ then reports the extender's error on the pod); never a 500.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from webhook import jsonio
 from webhook.placement_model.kubelet_admission import pod_units
 from webhook.scheduler.accounting import Ledger
+from webhook.scheduler.catchup import catch_up
 from webhook.scheduler.extender import (
     MAX_SCORE,
     ExtenderArgs,
@@ -42,6 +45,10 @@ async def _args(request: web.Request) -> ExtenderArgs:
         raise web.HTTPBadRequest(text=f"malformed ExtenderArgs: {exc}\n") from None
 
 
+def _filtered(args: ExtenderArgs, ledger: Ledger) -> dict[str, Any]:
+    return filter_nodes(args, ledger.table().get, ledger.stale, ledger.overlay, ledger.classes())
+
+
 async def _filter(request: web.Request) -> web.Response:
     args = await _args(request)
     ledger = request.app[LEDGER]
@@ -49,7 +56,8 @@ async def _filter(request: web.Request) -> web.Response:
     ledger.expire()
     if ledger.ready:  # the bound pods' watch is in: binds will show
         await ledger.inflight.settle(args.uid, args.nodes, units)
-    result = filter_nodes(args, ledger.raw, ledger.stale, ledger.overlay)
+    result = _filtered(args, ledger)
+    result = await catch_up(ledger, lambda: _filtered(args, ledger), result)
     if result["NodeNames"] and ledger.ready:  # nodes without an object never make one wait
         ledger.inflight.passed(args.uid, units, result["NodeNames"])
     return web.Response(body=jsonio.dumps(result), content_type="application/json")
@@ -58,7 +66,7 @@ async def _filter(request: web.Request) -> web.Response:
 async def _prioritize(request: web.Request) -> web.Response:
     args = await _args(request)
     ledger = request.app[LEDGER]
-    result = prioritize(args, ledger.raw, ledger.overlay)
+    result = prioritize(args, ledger.table().get, ledger.overlay, ledger.classes())
     # Opt-in per policy (placement.remoteAccessWeight): measured remote access lowers a score.
     result = lower_scores(result, args.pod, ledger.raw, request.app[REMOTE_WEIGHT], MAX_SCORE)
     return web.Response(body=jsonio.dumps(result), content_type="application/json")

@@ -38,19 +38,26 @@ class NumaScheduling:
         *,
         lease_interval: float = 10.0,
         on_prediction: Callable[[str], None] = lambda _outcome: None,
+        accounting: bool = True,
     ):
         self.zones = NrtCache()
         self._policies = policies
         self.ledger = Ledger(self.zones, on_outcome=on_prediction)
         self.zones.on_change = self.ledger.nrt_changed
         self.pods = BoundPods(self.ledger)
+        # Off (`--no-scheduler-accounting`, to measure): no bound pods are watched, so the
+        # ledger stays empty and never ready: no hold, no wait, the object's counts alone.
+        self._accounting = accounting
         self.leases = SchedulerLeases(lambda: _named(policies()), interval=lease_interval)
 
     def add_routes(self, app: web.Application) -> None:
         add_routes(app, self.ledger, policy_weight(self._policies))
 
     def tasks(self, kubeconfig: Path | None) -> list[Coroutine[Any, Any, None]]:
-        return [self.zones.run(kubeconfig), self.pods.run(kubeconfig), self.leases.run(kubeconfig)]
+        tasks = [self.zones.run(kubeconfig), self.leases.run(kubeconfig)]
+        if self._accounting:
+            tasks.append(self.pods.run(kubeconfig))
+        return tasks
 
     def stamp(self) -> tuple[object, ...]:
         """Changes whenever the scheduler warning or the node cache's free-capacity check

@@ -58,6 +58,8 @@ class ServerConfig:
     # NodeResourceTopology watch, the scheduler extender routes, scheduler Lease checks.
     numa_scheduling: bool = False
     lease_check_interval: float = 10.0  # how often a named scheduler's Lease is read
+    # The extender's ledger of pods bound but not shown yet (issue 45); off only to measure.
+    scheduler_accounting: bool = True
     # Watch the placed pods that opted in: the per-workload audit as metrics (needs node_cache).
     workload_spans: bool = False
     # Look at the Workload API and its gates (scheduler/workload_api.py): keepTogether
@@ -99,6 +101,7 @@ def build_parts(config: ServerConfig) -> Parts:
             lambda: store.current,
             lease_interval=config.lease_check_interval,
             on_prediction=metrics.scheduler_prediction,
+            accounting=config.scheduler_accounting,
         )
     nodes = NodeStore() if config.node_cache else None
     spans = WorkloadSpans(nodes.labels) if nodes is not None and config.workload_spans else None
@@ -127,6 +130,7 @@ def build_admitter(parts: Parts, config: ServerConfig, mutate: MutateFn | None) 
         warnings = PlacementWarnings(
             nodes=nodes,
             zones=numa.zones if numa is not None else None,
+            stale=numa.ledger if numa is not None else None,
             scheduler_problem=numa.leases.problem if numa is not None else None,
         )
     settings = config.settings

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from webhook.nodefit.checks import PodPlan
-from webhook.nodefit.free_check import ZonesOf
+from webhook.nodefit.free_check import StaleOf, ZonesOf
 from webhook.nodefit.node_index import NodeIndex
 from webhook.nodefit.node_masks import Assessment
 from webhook.nodefit.pairs_check import pairs_verdict
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.hardware import PairsGroup
-from webhook.warnings.now import NoRoom, no_room
+from webhook.warnings.now import NoRoom, no_room, stale_room
 
 __all__ = ["IndexFacts", "NodeFacts"]
 
@@ -51,12 +51,18 @@ class IndexFacts:
     """The facts from the node cache's index and the free capacity per NUMA node."""
 
     def __init__(
-        self, index: NodeIndex, plan: PodPlan, policy: PlacementPolicy, zones_of: ZonesOf | None
+        self,
+        index: NodeIndex,
+        plan: PodPlan,
+        policy: PlacementPolicy,
+        zones_of: ZonesOf | None,
+        stale: StaleOf | None = None,
     ) -> None:
         self._index = index
         self._plan = plan
         self._policy = policy
         self._zones_of = zones_of
+        self._stale = stale
 
     @property
     def plan(self) -> PodPlan:
@@ -78,7 +84,8 @@ class IndexFacts:
     def no_room(self) -> NoRoom | None:
         if self._zones_of is None:  # no --numa-scheduling: nothing known about now
             return None
-        return no_room(self._plan, self._index.admitted_names(self._plan), self._zones_of)
+        found = no_room(self._plan, self._index.admitted_names(self._plan), self._zones_of)
+        return stale_room(found, self._stale)
 
     def pair_groups(self) -> Sequence[PairsGroup]:
         plan, policy = self._plan, self._policy

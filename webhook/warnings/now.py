@@ -5,16 +5,16 @@ sends the pod to is not running (its Lease, webhook/scheduler/leases.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.nodefit.checks import PodPlan
-from webhook.nodefit.free_check import ZonesOf, free_refusal
+from webhook.nodefit.free_check import StaleOf, ZonesOf, free_refusal
 from webhook.policy.model import PlacementPolicy
 from webhook.warnings.kinds import WarningKind
 from webhook.warnings.lines import Parts
 
-__all__ = ["NoRoom", "free_warning", "no_room", "scheduler_warning"]
+__all__ = ["NoRoom", "free_warning", "no_room", "scheduler_warning", "stale_room"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,14 @@ def no_room(plan: PodPlan, matching: Iterable[str], zones_of: ZonesOf) -> NoRoom
         count += 1
         first = first or (name, reason.removeprefix("now: "))
     return None if first is None else NoRoom(count, *first)
+
+
+def stale_room(found: NoRoom | None, stale: StaleOf | None) -> NoRoom | None:
+    """The first node's reason names its object out of date, when the extender says so (the
+    pod may wait on counts the agent has not corrected)."""
+    if found is None or stale is None or (late := stale(found.node)) is None:
+        return found
+    return replace(found, reason=f"{found.reason}; {late}")
 
 
 def free_warning(plan: PodPlan, found: NoRoom | None) -> Parts | None:

@@ -29,7 +29,7 @@ from webhook.warnings.kinds import WarningLine
 from webhook.warnings.lines import Parts, as_line
 from webhook.warnings.now import free_warning, scheduler_warning
 
-__all__ = ["NodeSource", "PlacementWarnings", "ZoneSource", "node_warnings"]
+__all__ = ["NodeSource", "PlacementWarnings", "StaleSource", "ZoneSource", "node_warnings"]
 
 
 class NodeSource(Protocol):
@@ -37,6 +37,15 @@ class NodeSource(Protocol):
 
     ready: bool  # the first list is in
     index: NodeIndex
+
+
+class StaleSource(Protocol):
+    """The extender's ledger (webhook/scheduler/accounting.py): why a node's object is out
+    of date, and a count that moves whenever one more or one less is."""
+
+    def stale(self, node: str) -> str | None: ...
+
+    def stale_count(self) -> int: ...
 
 
 class ZoneSource(Protocol):
@@ -93,14 +102,17 @@ class PlacementWarnings:
         *,
         nodes: NodeSource | None = None,
         zones: ZoneSource | None = None,
+        stale: StaleSource | None = None,
         scheduler_problem: Callable[[str], str | None] | None = None,
     ) -> None:
         self._nodes = nodes
         self._zones = zones
+        self._stale = stale
         self._scheduler_problem = scheduler_problem
-        # pod signature -> (policy, index, its generation and the zones', the answer then)
+        # pod signature -> (policy, index, its generation, the zones' and the stale count, the
+        # answer then)
         self._answers: dict[
-            bytes, tuple[PlacementPolicy, NodeIndex, tuple[int, int], tuple[WarningLine, ...]]
+            bytes, tuple[PlacementPolicy, NodeIndex, tuple[int, int, int], tuple[WarningLine, ...]]
         ] = {}
 
     def __call__(self, pod: Mapping[str, Any], policy: PlacementPolicy | None) -> list[WarningLine]:
@@ -118,15 +130,20 @@ class PlacementWarnings:
         nodes = self._nodes
         if nodes is None or not nodes.ready:
             return []
-        index, zones = nodes.index, self._zones
-        generation = (index.generation, zones.generation if zones is not None else 0)
+        index, zones, stale = nodes.index, self._zones, self._stale
+        generation = (
+            index.generation,
+            zones.generation if zones is not None else 0,
+            stale.stale_count() if stale is not None else 0,
+        )
         key = _signature(pod)
         known = self._answers.get(key)
         fresh = known is not None and known[0] is policy and known[1] is index
         if fresh and known is not None and known[2] == generation:
             return list(known[3])
         zones_of = zones.get if zones is not None else None
-        facts = IndexFacts(index, plan_for(pod, policy), policy, zones_of)
+        stale_of = stale.stale if stale is not None else None
+        facts = IndexFacts(index, plan_for(pod, policy), policy, zones_of, stale_of)
         warnings = tuple(node_warnings(facts))
         if len(self._answers) >= _ANSWERS_MAX:
             self._answers.clear()

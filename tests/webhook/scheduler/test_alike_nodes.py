@@ -61,12 +61,14 @@ def test_5000_names_and_20_containers_get_each_node_its_own_answer() -> None:
         return odd if name == "gpu-odd" else by_class[int(name.rsplit("-", 1)[1]) % len(_MIX)]
 
     result = filter_nodes(args, cache.get)
+    assert filter_nodes(args, cache.get, classes=cache.classes) == result  # the routes' way
     fits = {n for n in names if (v := expected(n)) is None or v.fits}
     assert set(result["NodeNames"]) == fits
     assert set(result["FailedNodes"]) == set(names) - fits
     assert {"gpu-odd", "gpu-00002"} <= set(result["FailedNodes"])
     assert "no-nrt-node" in result["NodeNames"]
     scores = {h["Host"]: h["Score"] for h in prioritize(args, cache.get)}
+    assert prioritize(args, cache.get, classes=cache.classes) == prioritize(args, cache.get)
     for name in names:
         verdict = expected(name)
         assert scores[name] == score(verdict), name
@@ -102,3 +104,21 @@ def test_nodes_with_pods_pending_still_share_one_record_per_class() -> None:
         assert (name in result["NodeNames"]) == free_fit(zones, units).fits, name
     zones = ledger.zones_of("gpu-00000")
     assert zones is not None and zones.free("nvidia.com/gpu") == (0, 4)  # NUMA node 0 taken
+
+
+def test_the_class_keys_follow_every_change_of_the_objects() -> None:
+    """The extender reads a node's class key from the cache, not from its zones: after
+    changes and deletions each key still names the node's own counts."""
+    cache = _fleet(8)
+    cache.apply("MODIFIED", nrt("gpu-00000", (1, 4)))
+    cache.apply("DELETED", nrt("gpu-00001", (0, 4)))
+    cache.apply("MODIFIED", nrt("gpu-00002", (4, 4)))  # now alike the (4, 4) class
+
+    def in_step() -> None:
+        assert cache.classes.keys() == cache.zones.keys()
+        for name, zones in cache.zones.items():
+            assert cache.classes[name] == (id(zones.zones), zones.policy, zones.scope)
+
+    in_step()
+    assert cache.classes["gpu-00002"] == cache.classes["gpu-00004"]
+    assert "gpu-00001" not in cache.classes

@@ -283,3 +283,42 @@ async def test_a_burst_counts_each_bound_pod_until_the_object_shows_it(
 
         await wait_until(counted, "the refusal counted")
         assert (await filtered("after"))["NodeNames"] == ["dgx-h100-a"]  # its share freed
+
+
+async def test_without_the_accounting_the_extender_judges_on_the_object_alone(
+    api: TopologyApiServer, numa_policies: Path, tls_files: TlsFiles, client: aiohttp.ClientSession
+) -> None:
+    """`serve --no-scheduler-accounting` (for make bench-e2e's burst rows): no watch of bound
+    pods, so every pod of a burst is judged on the same published counts, as before issue 45."""
+    config = server_config(
+        numa_policies,
+        tls_files,
+        numa_scheduling=True,
+        scheduler_accounting=False,
+        kubeconfig=api.write_kubeconfig(),
+        lease_check_interval=0.1,
+    )
+    async with WebhookServer(config) as server:
+        base = server.url.rsplit("/", 1)[0]
+
+        async def passed(name: str) -> list[str]:
+            pod = scheduled_pod(2)
+            pod["metadata"].update(name=name, uid=f"uid-{name}")
+            status, body = await call(
+                client, f"{base}/scheduler/filter", extender_args(pod, "dgx-h100-a")
+            )
+            assert status == 200
+            if body["NodeNames"]:  # kube-scheduler binds it: the API server has it on the node
+                pod["spec"]["nodeName"] = "dgx-h100-a"
+                pod["status"] = {"phase": "Pending"}
+                api.pods.add(pod)
+            return list(body["NodeNames"])
+
+        async def listed() -> bool:
+            probe = extender_args(scheduled_pod(4), "dgx-h100-a")
+            _, body = await call(client, f"{base}/scheduler/filter", probe)
+            return "dgx-h100-a" in body["FailedNodes"]
+
+        await wait_until(listed, "the NodeResourceTopology list")
+        assert [await passed(f"burst-{i}") for i in range(3)] == [["dgx-h100-a"]] * 3
+        assert not any(w.get("fieldSelector") == "spec.nodeName!=" for w in api.pods.watches)

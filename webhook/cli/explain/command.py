@@ -22,6 +22,7 @@ from webhook.cli.engine_flags import add_engine_arguments, settings_from_args
 if TYPE_CHECKING:
     from webhook.cli.explain.live import LiveObject
     from webhook.nodefit.explanation import Explanation
+    from webhook.nodefit.free_check import StaleOf
     from webhook.placement_model.filters.nodes import NodeView
     from webhook.placement_model.zones import NodeZones
 
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             live = _read_live(kubeconfig, ref, args.namespace)
         pod, label, doc_ns = _pod(args, load_documents, live.doc if live else None)
         policies = load_policy_dir(args.policies) if args.policies is not None else None
-        context_ns = None
+        context_ns, stale = None, None
         if use_cluster:
             from webhook.cli.read_cluster import read_cluster
 
@@ -133,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             nodes, context_ns, zones = view.nodes, view.namespace, view.zones
+            stale = _stale(zones, view.pods)
             policies = policies or view.policies
         else:
             from webhook.cli.fleet import no_nodes, objects_of
@@ -161,11 +163,20 @@ def run(args: argparse.Namespace) -> int:
     namespace = doc_ns or args.namespace or context_ns or "default"
     try:
         explanation = explain_pod(
-            pod, namespace, policies, nodes, settings, label=label, zones=zones.get
+            pod, namespace, policies, nodes, settings, label=label, zones=zones.get, stale=stale
         )
     except InvalidPod as exc:
         return _fail(f"{label}: {exc}")
     return _report(args, explanation, nodes, zones, live, label)
+
+
+def _stale(zones: dict[str, NodeZones], pods: list[dict[str, Any]]) -> StaleOf:
+    """A note for each node whose NodeResourceTopology is out of date (explain.free)."""
+    from datetime import UTC, datetime
+
+    from webhook.nodefit.free_check import stale_of
+
+    return stale_of(zones, pods, datetime.now(UTC))
 
 
 def _report(
