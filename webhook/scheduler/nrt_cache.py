@@ -20,6 +20,7 @@ from typing import Any
 
 from common.backoff import Backoff, Sleep
 from common.kube.listwatch import ListWatch, Snapshot
+from common.kube_config import follow_when_ready
 from common.node_resource_topology import GROUP, PLURAL, VERSION
 from webhook.kube_read import ApiError
 from webhook.placement_model.zones import (
@@ -68,17 +69,14 @@ class NrtCache:
 
     async def run(self, kubeconfig: Path | None = None) -> None:
         """List and watch until cancelled."""
-        from kubernetes_asyncio import client
-
-        from common.kube_config import api_client_until_ready
-
-        async with api_client_until_ready(
+        await follow_when_ready(
             kubeconfig,
+            self.follow,
+            api="CustomObjectsApi",
             what="NodeResourceTopology cache",
             sleep=self._sleep,
             next_delay=self._backoff.next_delay,
-        ) as api:
-            await self.follow(client.CustomObjectsApi(api))
+        )
 
     async def follow(self, custom: Any) -> None:
         await ListWatch(

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from common.backoff import Backoff, Sleep
 from common.kube.listwatch import ListWatch, Snapshot
+from common.kube_config import follow_when_ready
 from webhook.scheduler.accounting import Ledger
 
 __all__ = ["BOUND_SELECTOR", "BoundPods"]
@@ -35,14 +36,14 @@ class BoundPods:
 
     async def run(self, kubeconfig: Path | None = None) -> None:
         """List and watch until cancelled."""
-        from kubernetes_asyncio import client
-
-        from common.kube_config import api_client_until_ready
-
-        async with api_client_until_ready(
-            kubeconfig, what="bound pods", sleep=self._sleep, next_delay=self._backoff.next_delay
-        ) as api:
-            await self.follow(client.CoreV1Api(api))
+        await follow_when_ready(
+            kubeconfig,
+            self.follow,
+            api="CoreV1Api",
+            what="bound pods",
+            sleep=self._sleep,
+            next_delay=self._backoff.next_delay,
+        )
 
     async def follow(self, core: Any) -> None:
         await ListWatch(

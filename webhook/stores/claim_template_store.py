@@ -21,6 +21,7 @@ from typing import Any
 
 from common.backoff import Backoff, Sleep
 from common.kube.listwatch import ListWatch, Snapshot
+from common.kube_config import follow_when_ready
 
 __all__ = ["MANAGED_SELECTOR", "ClaimTemplateStore"]
 
@@ -48,17 +49,14 @@ class ClaimTemplateStore:
 
     async def run(self, kubeconfig: Path | None = None) -> None:
         """List and watch until cancelled."""
-        from kubernetes_asyncio import client
-
-        from common.kube_config import api_client_until_ready
-
-        async with api_client_until_ready(
+        await follow_when_ready(
             kubeconfig,
+            self.follow,
+            api="ResourceV1Api",
             what="template cache",
             sleep=self._sleep,
             next_delay=self._backoff.next_delay,
-        ) as api:
-            await self.follow(client.ResourceV1Api(api))
+        )
 
     async def follow(self, resource: Any) -> None:
         await ListWatch(

@@ -18,6 +18,7 @@ from typing import Any
 
 from common.backoff import Backoff, Sleep
 from common.kube.listwatch import WATCH_SECONDS, ListWatch, Snapshot
+from common.kube_config import follow_when_ready
 from webhook.nodefit.node_index import NodeIndex
 from webhook.placement_model.filters.nodes import NodeError, NodeView
 
@@ -68,14 +69,14 @@ class NodeStore:
     async def run(self, kubeconfig: Path | None = None) -> None:
         """List and watch until cancelled. Configuration problems are retried too: the
         webhook keeps serving admission without the warning meanwhile."""
-        from kubernetes_asyncio import client
-
-        from common.kube_config import api_client_until_ready
-
-        async with api_client_until_ready(
-            kubeconfig, what="node cache", sleep=self._sleep, next_delay=self._backoff.next_delay
-        ) as api:
-            await self.follow(client.CoreV1Api(api))
+        await follow_when_ready(
+            kubeconfig,
+            self.follow,
+            api="CoreV1Api",
+            what="node cache",
+            sleep=self._sleep,
+            next_delay=self._backoff.next_delay,
+        )
 
     async def follow(self, core: Any) -> None:
         await ListWatch(
