@@ -219,7 +219,10 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
     """Whether the kubelet under `config` admits `units` on `capacity` (see the module doc)."""
     if capacity.nodes == 0:
         return Admission(True)
-    if config.static_memory and capacity.nodes > HINT_SEARCH_NODES:
+    # Only a unit whose memory the manager places (a Guaranteed pod's) starts the search:
+    # a Burstable pod gets no memory hints and is admitted (make cluster, 34 NUMA nodes).
+    asks_memory = any(_memory(n) and v > 0 for u in units for n, v in u.amounts.items())
+    if config.static_memory and asks_memory and capacity.nodes > HINT_SEARCH_NODES:
         return Admission(False, (
             f"{capacity.nodes} NUMA nodes (those without CPUs too): the Static memory manager "
             f"searches 2^{capacity.nodes} NUMA sets for each pod and does not answer "

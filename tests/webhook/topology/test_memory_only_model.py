@@ -102,6 +102,10 @@ def test_the_static_memory_manager_on_34_numa_nodes_is_refused_in_its_words(
                                  rdma_resource="rdma/ib")  # fmt: skip
     verdict = admit(config_from_labels(labels), capacity, _units("1gpu").pod)
     assert not verdict.admitted and "searches 2^34 NUMA sets" in (verdict.reason or "")
+    # A Burstable pod's memory gets no hints (only its GPU is aligned): admitted at once.
+    labels[Label.TOPOLOGY_MANAGER_POLICY] = "restricted"
+    burstable = (Unit({"nvidia.com/gpu": 1}),)
+    assert admit(config_from_labels(labels), capacity, burstable).admitted
 
 
 def test_a_published_gb200_tray_has_room_now_for_what_its_kubelet_admits() -> None:
