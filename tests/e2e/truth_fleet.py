@@ -130,6 +130,7 @@ def added_nodes(cluster: Cluster, tmp: Path) -> Iterator[Cluster]:
                 "--kubelet-config", str(config),
             )  # fmt: skip
             assert added.returncode == 0, added.stdout + added.stderr
+            print(added.stdout.strip().splitlines()[-1])  # "node … Ready and labelled in N s"
             done.append(node.name)
         yield load(cluster.state)
     finally:
