@@ -182,3 +182,10 @@ def test_the_static_memory_manager_search_on_a_gb200_tray(
         assert s["burstable"]["explain"] == "fits", (numa, s)
     # On 34 NUMA nodes the Guaranteed pod gets no answer: neither run nor refused.
     assert seen[34]["guaranteed"]["phase"] == "Pending", seen[34]
+    # explain's verdict, asked before the pod existed, is the kubelet's (no answer: refused).
+    disagree = {
+        numa: (s["guaranteed"]["explain"], s["guaranteed"]["phase"])
+        for numa, s in seen.items()
+        if (s["guaranteed"]["explain"] == "fits") != (s["guaranteed"]["phase"] == "Running")
+    }
+    assert disagree == {}
