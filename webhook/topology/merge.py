@@ -42,7 +42,7 @@ HINT_SEARCH_NODES = 20
 # Guaranteed pod. Real kubelets v1.37.2 on GB200 trays (make cluster,
 # tests/e2e/test_memory_only_static_search.py): admitted after 0.9 s on 14 NUMA nodes, 4 s on
 # 18, 51 s (30 s of CPU, 1.1 GiB) on 22; no answer on 34 after 129 s and 3 GiB. Each node more
-# doubles both, so past 24 (minutes of CPU, GiBs per pod; 34: about a day and 400 GiB) the
+# doubles both, so past 24 (minutes of CPU, GiBs per pod; 34: some 35 hours, 400 GiB) the
 # model takes it as an admission that never comes.
 STATIC_MEMORY_SEARCH_NODES = 24
 # Per aligned resource (sorted by name), what the pod keeps on each NUMA node, in the units
