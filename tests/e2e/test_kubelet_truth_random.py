@@ -10,7 +10,11 @@ scheduler: no kubelet may refuse one.
 Machines under five kubelet configurations: `restricted`/pod (the default DGX H100s, one left
 fragmented by a holder pod), `single-numa-node`/pod (the default NPS4 DGX A100, fragmented),
 `none` (the default L40S server), and, added here, `restricted`/container (a DGX H100),
-`restricted`/pod on an NPS4 DGX A100 and `best-effort`/pod (an L40S), all three fragmented.
+`restricted`/pod on an NPS4 DGX A100 and `best-effort`/pod (an L40S), all three fragmented;
+and machines with NUMA nodes without CPUs (issue 51): a GB200 tray in NUMA mode (34 NUMA
+nodes, `restricted`/pod, `max-allowable-numa-nodes: 34`, no memory manager; fragmented), a
+GH200 (9, the same with the Static memory manager; its Grace's memory partly pinned) and a
+CXL server (3, `single-numa-node`/pod, Static memory manager).
 """
 
 from __future__ import annotations

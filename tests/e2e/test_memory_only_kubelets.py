@@ -7,10 +7,9 @@ so a kubelet that behaves otherwise fails here. Every case runs, then the compar
 records all.
 The record is also written to $TOPOPLACE_E2E_RECORD (a JSON file) when set.
 
-Not run: the Static memory manager on the 34-node GB200 tray. Its hint search walks every
-subset of the machine's NUMA nodes for each Guaranteed pod, even under policy `none`
-(memorymanager/policy_static.go: calculateHints, also from getDefaultHint): 2^34 sets, and a
-hint kept for each that holds the memory — hours of CPU and more memory than this host has.
+Not here: the Static memory manager on the 34-node GB200 tray, whose hint search walks every
+subset of the machine's NUMA nodes for each Guaranteed pod (2^34 sets): it never answers, and
+tests/e2e/test_memory_only_static_search.py (opt-in) watches that, and how the search grows.
 """
 
 from __future__ import annotations

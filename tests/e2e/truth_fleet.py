@@ -1,7 +1,9 @@
 """The machines of the kubelet-truth scenario: the default fleet's GPU nodes, three more
-added with the kubelet configurations it lacks, and the holder pods that leave some of them
-fragmented. Each node's *holder-only state* (its NodeResourceTopology once it shows the
-holders) is what every random pod is judged against, and what it must return to after."""
+added with the kubelet configurations it lacks, three with NUMA nodes without CPUs (a GB200
+tray and a GH200 in NUMA mode, a CXL server; docs/memory-only-numa.md), and the holder pods
+that leave some of them fragmented. Each node's *holder-only state* (its NodeResourceTopology
+once it shows the holders) is what every random pod is judged against, and what it must
+return to after."""
 
 from __future__ import annotations
 
@@ -29,11 +31,19 @@ __all__ = ["ADDED", "JUDGED", "added_nodes", "hold", "settled_states", "shapes"]
 class Added:
     name: str
     machine: str  # a fixture of tests/agent/discovery/machines.py
-    memory_kib: int
+    memory_kib: int | None  # None: the sum of the tree's per-node meminfo
     kubelet: Mapping[str, Any]
 
 
 _STATIC = {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0,1"}
+_RESTRICTED_POD = {"topologyManagerPolicy": "restricted", "topologyManagerScope": "pod"}
+
+
+def _max_numa(n: int) -> dict[str, Any]:
+    """The limit an aligning kubelet needs to start at all on `n` NUMA nodes."""
+    return {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": str(n)}}
+
+
 ADDED = (
     # The default fleet's H100s align per pod: this one container by container.
     Added(
@@ -72,6 +82,34 @@ ADDED = (
             "memoryManagerPolicy": "Static",
         },
     ),
+    # 34 NUMA nodes, 32 of them without CPUs: the kubelet starts only with the limit raised,
+    # and only without the Static memory manager (whose hint search never ends there).
+    Added(
+        "truth-gb200",
+        "gb200-tray",
+        None,
+        _STATIC | _RESTRICTED_POD | _max_numa(34),
+    ),
+    # 9 NUMA nodes: the Grace, the H100's HBM (which the Static memory manager counts), and
+    # 7 empty ones.
+    Added(
+        "truth-gh200",
+        "gh200",
+        None,
+        _STATIC | _RESTRICTED_POD | _max_numa(9) | {"memoryManagerPolicy": "Static"},
+    ),
+    # A CXL expander as NUMA node 2, memory only, under single-numa-node.
+    Added(
+        "truth-cxl",
+        "cxl-server",
+        None,
+        _STATIC
+        | {
+            "topologyManagerPolicy": "single-numa-node",
+            "topologyManagerScope": "pod",
+            "memoryManagerPolicy": "Static",
+        },
+    ),
 )
 # Where random pods go: every GPU node (the CPU-only VM has no NUMA node to judge).
 JUDGED = ("dgx-h100-a", "dgx-h100-b", "dgx-a100-nps4", "pcie-l40s", *(a.name for a in ADDED))
@@ -86,17 +124,13 @@ def added_nodes(cluster: Cluster, tmp: Path) -> Iterator[Cluster]:
             config = tmp / f"{node.name}.yaml"
             config.write_text(json.dumps(dict(node.kubelet)))
             sysfs = machines.build(node.machine, tmp / node.name / node.machine)
+            memory = [] if node.memory_kib is None else ["--memory", f"{node.memory_kib}Ki"]
             added = cluster_cli(
-                "add-node",
-                node.name,
-                "--sysfs",
-                str(sysfs),
-                "--memory",
-                f"{node.memory_kib}Ki",
-                "--kubelet-config",
-                str(config),
-            )
+                "add-node", node.name, "--sysfs", str(sysfs), *memory,
+                "--kubelet-config", str(config),
+            )  # fmt: skip
             assert added.returncode == 0, added.stdout + added.stderr
+            print(added.stdout.strip().splitlines()[-1])  # "node … Ready and labelled in N s"
             done.append(node.name)
         yield load(cluster.state)
     finally:
@@ -105,7 +139,7 @@ def added_nodes(cluster: Cluster, tmp: Path) -> Iterator[Cluster]:
 
 
 def _holder(name: str, gpus: int, cpus: int, memory_gi: int) -> dict[str, Any]:
-    both = {"cpu": str(cpus), "memory": f"{memory_gi}Gi", GPU: str(gpus)}
+    both = {"cpu": str(cpus), "memory": f"{memory_gi}Gi"} | ({GPU: str(gpus)} if gpus else {})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -127,7 +161,8 @@ def _holder(name: str, gpus: int, cpus: int, memory_gi: int) -> dict[str, Any]:
 # Guaranteed pods that take part of one NUMA node's GPUs (and CPUs), so what is free there
 # differs from what the hardware holds: 1 of 4 GPUs and 70 CPUs left on an H100's NUMA node 0,
 # 2 GPUs and 10 CPUs on the container-scope H100's, 1 of 2 on an A100 GPU NUMA node, 1 of 2
-# on the best-effort L40S's.
+# on the best-effort L40S's, 1 of 2 GPUs and 30 CPUs on the GB200's Grace 0; CPUs and
+# memory alone on the GH200's Grace.
 HOLDERS = {
     "dgx-h100-b": _holder("hold-h100-b", 3, 40, 200),
     "truth-h100-ctr": _holder("hold-h100-ctr", 2, 100, 64),
@@ -136,6 +171,10 @@ HOLDERS = {
     # Its memory is a single-NUMA allocation of the Static memory manager on NUMA node 0,
     # which that manager then never joins into a multi-NUMA one: best-effort or not.
     "truth-l40s-be": _holder("hold-l40s-be", 1, 4, 16),
+    "truth-gb200": _holder("hold-gb200", 1, 40, 64),
+    # Its memory pinned on the Grace alone: the Static memory manager then never joins the
+    # Grace and the HBM node into one set for another pod.
+    "truth-gh200": _holder("hold-gh200", 0, 16, 64),
 }
 
 

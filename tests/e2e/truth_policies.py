@@ -53,17 +53,38 @@ spec:
     cpuPerGpu: 4
     rdma: {resource: rdma/ib, perGpu: 1}
 """
+# Issue 51: no GPU-NIC link asked (a Grace pairs none), so only the kubelet-shape terms keep
+# a pod off a machine with NUMA nodes without CPUs whose kubelet would refuse it (4 GPUs of a
+# GB200 tray span both Graces, their 48 CPUs fit one: `restricted` refuses).
+GRACE_POLICY = """\
+apiVersion: topoplace.io/v1alpha1
+kind: PlacementPolicy
+metadata:
+  name: truth-grace
+spec:
+  placement:
+    topologyManagerPolicies: [single-numa-node, restricted]
+  resources:
+    guaranteed: true
+    cpuPerGpu: 12
+    memoryPerGpu: 96Gi
+"""
 POLICY_FILE = "truth-numa.yaml"
 SILENT_FILE = "truth-silent.yaml"
+GRACE_FILE = "truth-grace.yaml"
 GPU_COUNTS = (1, 2, 4, 8)
-# (policy, GPUs): the test policy twice over (two pods of a size may land on different
-# machines), the two shipped policies that allow only aligning kubelets, and the silent one.
-POLICY_CASES = [
+# (policy, GPUs, machine class or None): the test policy twice over (two pods of a size may
+# land on different machines), the two shipped policies that allow only aligning kubelets,
+# the silent one, and the Grace one on each machine with NUMA nodes without CPUs.
+POLICY_CASES: list[tuple[str, int, str | None]] = [
     *(
-        (p, g)
+        (p, g, None)
         for p in ("truth-numa", "truth-numa", "inference", "single-numa-partial", "truth-silent")
         for g in GPU_COUNTS
     ),
+    *(("truth-grace", g, "gb200-tray") for g in GPU_COUNTS),
+    *(("truth-grace", g, "gh200") for g in (1, 2)),
+    *(("truth-grace", g, "cxl-server") for g in (1, 2, 4)),
 ]
 
 
@@ -87,11 +108,12 @@ class PolicyRow:
 
 @contextmanager
 def truth_policy(kubectl: Kubectl) -> Iterator[None]:
-    patch_policies(kubectl, {POLICY_FILE: TRUTH_POLICY, SILENT_FILE: SILENT_POLICY})
+    files = {POLICY_FILE: TRUTH_POLICY, SILENT_FILE: SILENT_POLICY, GRACE_FILE: GRACE_POLICY}
+    patch_policies(kubectl, dict(files))
     try:
         yield
     finally:
-        patch_policies(kubectl, {POLICY_FILE: None, SILENT_FILE: None}, wait=False)
+        patch_policies(kubectl, dict.fromkeys(files), wait=False)
 
 
 def _settle(kubectl: Kubectl, namespace: str, name: str) -> tuple[str, str, str]:
@@ -117,8 +139,8 @@ def _settle(kubectl: Kubectl, namespace: str, name: str) -> tuple[str, str, str]
     )
 
 
-def _pod(index: int, policy: str, gpus: int) -> dict[str, Any]:
-    pod = training_pod(f"policy-{index:02d}", policy, gpus)
+def _pod(index: int, policy: str, gpus: int, machine: str | None) -> dict[str, Any]:
+    pod = training_pod(f"policy-{index:02d}", policy, gpus, machine=machine)
     pod["spec"]["terminationGracePeriodSeconds"] = 1
     return pod
 
@@ -127,8 +149,8 @@ def run_policy_pods(cluster: Cluster, kubectl: Kubectl, namespace: str) -> list[
     rows = []
     with truth_policy(kubectl):
         idle = settled_states(cluster, kubectl)
-        for index, (policy, gpus) in enumerate(POLICY_CASES):
-            pod = _pod(index, policy, gpus)
+        for index, (policy, gpus, machine) in enumerate(POLICY_CASES):
+            pod = _pod(index, policy, gpus, machine)
             name = pod["metadata"]["name"]
             kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(pod))
             node, phase, reason = _settle(kubectl, namespace, name)

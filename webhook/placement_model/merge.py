@@ -32,13 +32,19 @@ from webhook.placement_model.kubelet import KubeletConfig
 from webhook.placement_model.numa_shape import Capacity
 from webhook.placement_model.requests import Unit
 
-__all__ = ["HINT_SEARCH_NODES", "Admission", "Taken", "admit", "min_nodes", "resource_word",
-           "show_amount"]  # fmt: skip
+__all__ = ["HINT_SEARCH_NODES", "STATIC_MEMORY_SEARCH_NODES", "Admission", "Taken", "admit",
+           "min_nodes", "resource_word", "show_amount"]  # fmt: skip
 
-# Past 2^20 NUMA sets per pod a hint provider's search (and the hint it keeps for each set
-# that holds the request) is taken as an admission that never comes; it also bounds the
-# model's own search.
+# The model's own search: past 20 NUMA nodes holding what a unit asks it stops and takes the
+# pod as refused (no machine known has more: a Xeon Max in flat mode 16, a GB200 tray 6).
 HINT_SEARCH_NODES = 20
+# The Static memory manager walks all 2^N subsets of the machine's N NUMA nodes for each
+# Guaranteed pod. Real kubelets v1.37.2 on GB200 trays (make cluster,
+# tests/e2e/test_memory_only_static_search.py): admitted after 0.9 s on 14 NUMA nodes, 4 s on
+# 18, 51 s (30 s of CPU, 1.1 GiB) on 22; no answer on 34 after 129 s and 3 GiB. Each node more
+# doubles both, so past 24 (minutes of CPU, GiBs per pod; 34: some 35 hours, 400 GiB) the
+# model takes it as an admission that never comes.
+STATIC_MEMORY_SEARCH_NODES = 24
 # Per aligned resource (sorted by name), what the pod keeps on each NUMA node, in the units
 # Capacity counts (CPU in millicores): the kubelet's own choice of NUMA set, as admit() makes it.
 Taken = tuple[tuple[str, tuple[int, ...]], ...]
@@ -138,8 +144,9 @@ def _refusal(config: KubeletConfig, capacity: Capacity, unit: Mapping[str, int],
     holding = [i for i in range(capacity.nodes) if any(capacity.width[n][i] for n in names)]
     if len(holding) > HINT_SEARCH_NODES:
         return (
-            f"{len(holding)} NUMA nodes hold {_asks(unit, names)}: the kubelet's hint providers "
-            f"search 2^{len(holding)} NUMA sets for it and do not answer"
+            f"{len(holding)} NUMA nodes hold {_asks(unit, names)}: past {HINT_SEARCH_NODES} "
+            f"the model does not search the 2^{len(holding)} NUMA sets the kubelet's hint "
+            "providers walk, and takes the pod as refused"
         ), ()
     for mask in itertools.combinations(holding, width):
         if all(sum(free[n][i] for i in mask) >= unit[n] for n in names) and all(
@@ -219,7 +226,10 @@ def admit(config: KubeletConfig, capacity: Capacity, units: Sequence[Unit]) -> A
     """Whether the kubelet under `config` admits `units` on `capacity` (see the module doc)."""
     if capacity.nodes == 0:
         return Admission(True)
-    if config.static_memory and capacity.nodes > HINT_SEARCH_NODES:
+    # Only a unit whose memory the manager places (a Guaranteed pod's) starts the search:
+    # a Burstable pod gets no memory hints and is admitted (make cluster, 34 NUMA nodes).
+    asks_memory = any(_memory(n) and v > 0 for u in units for n, v in u.amounts.items())
+    if config.static_memory and asks_memory and capacity.nodes > STATIC_MEMORY_SEARCH_NODES:
         return Admission(False, (
             f"{capacity.nodes} NUMA nodes (those without CPUs too): the Static memory manager "
             f"searches 2^{capacity.nodes} NUMA sets for each pod and does not answer "

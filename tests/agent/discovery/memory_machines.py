@@ -69,14 +69,16 @@ def _nic(b: SysfsBuilder, domain: int, numa: int, name: str, *, device: int = CX
     b.rdma(fn, name, netdev=name, link_layer="InfiniBand" if ib else "Ethernet")
 
 
-def gb200_tray(root: Path) -> None:
-    """2 Graces, 4 B200 (two per Grace), 4 ConnectX-7 and 2 BlueField-3; 34 NUMA nodes."""
+def gb200_tray(root: Path, *, nodes_per_gpu: int = NODES_PER_GB200_GPU) -> None:
+    """2 Graces, 4 B200 (two per Grace), 4 ConnectX-7 and 2 BlueField-3; 34 NUMA nodes.
+    `nodes_per_gpu` below 8 drops empty MIG nodes (2 + 4 × it NUMA nodes): not a machine that
+    ships, only the e2e measure of how the kubelet's hint search grows with NUMA nodes."""
     b = SysfsBuilder(root)
     nodes: dict[int, list[int]] = dict(_grace_cpus(b, 2))
     memory = dict.fromkeys(nodes, GRACE_MEMORY_KIB)
     for gpu in range(4):
-        for i in range(NODES_PER_GB200_GPU):
-            node = gb200_hbm_node(gpu) + i
+        for i in range(nodes_per_gpu):
+            node = 2 + nodes_per_gpu * gpu + i
             nodes[node] = []
             memory[node] = B200_HBM_KIB if i == 0 else 0
     b.numa_nodes(dict(sorted(nodes.items())), node_memory_kib=memory)

@@ -14,6 +14,7 @@ from agent.discovery.discover import DiscoveryOptions, discover
 from agent.sources.kubelet import discover as read_kubelet
 from common.vocabulary import TOPOLOGY_ANNOTATION, Label
 from tests.agent.discovery import machines
+from tests.agent.discovery.memory_machines import gb200_tray
 from tests.e2e.memory_only_cases import CASES, EXPECTED, PODS
 from tests.kube import parse_quantity
 from tests.webhook.placement_model.nrt import nrt
@@ -102,6 +103,32 @@ def test_the_static_memory_manager_on_34_numa_nodes_is_refused_in_its_words(
                                  rdma_resource="rdma/ib")  # fmt: skip
     verdict = admit(config_from_labels(labels), capacity, _units("1gpu").pod)
     assert not verdict.admitted and "searches 2^34 NUMA sets" in (verdict.reason or "")
+    # A Burstable pod's memory gets no hints (only its GPU is aligned): admitted at once.
+    labels[Label.TOPOLOGY_MANAGER_POLICY] = "restricted"
+    burstable = (Unit({"nvidia.com/gpu": 1}),)
+    assert admit(config_from_labels(labels), capacity, burstable).admitted
+
+
+@pytest.mark.parametrize(("per_gpu", "admitted"), [(3, True), (4, True), (5, True), (8, False)])
+def test_the_static_memory_manager_answers_up_to_its_bound(
+    per_gpu: int, admitted: bool, tmp_path: Path
+) -> None:
+    """make cluster (tests/e2e/test_memory_only_static_search.py): on GB200 trays with 14, 18
+    and 22 NUMA nodes a Guaranteed 1-GPU pod was admitted after its search (51 s on 22); on 34
+    it had no answer after minutes and 3 GiB."""
+    numa = 2 + 4 * per_gpu
+    root = tmp_path / "gb200-tray"
+    root.mkdir()
+    gb200_tray(root, nodes_per_gpu=per_gpu)
+    fields = CASES["gb200-max34"][1] | {
+        "memoryManagerPolicy": "Static",
+        "topologyManagerPolicyOptions": {"max-allowable-numa-nodes": str(numa)},
+    }
+    labels, shape, allocatable = _node("gb200-tray", fields, tmp_path, {"gb200-tray": root})
+    reason = _verdict(labels, shape, allocatable, "1gpu")
+    assert (reason is None) == admitted, reason
+    if not admitted:
+        assert f"searches 2^{numa} NUMA sets" in (reason or ""), reason
 
 
 def test_a_published_gb200_tray_has_room_now_for_what_its_kubelet_admits() -> None:
