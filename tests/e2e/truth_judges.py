@@ -11,6 +11,7 @@ import json
 import socket
 import ssl
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from e2e.cluster import Cluster
 from e2e.kube import Kubectl
 from e2e.topoplace.install import WEBHOOK_PORT, pods_of
 from tests.e2e.helpers import WEBHOOK
+from webhook.scheduler.catchup import RETRY_S
 
 __all__ = [
     "Verdict",
@@ -93,10 +95,27 @@ def _webhook_ip(kubectl: Kubectl) -> str:
 def extender(cluster: Cluster, kubectl: Kubectl, pod: Mapping[str, Any], node: str) -> Verdict:
     """`POST /scheduler/filter` with ExtenderArgs for `pod` and `node`, over HTTPS to a webhook
     pod as kube-scheduler reaches it (its Service's name checked against the certificate).
-    The pod goes as kube-scheduler sends it: stored (defaulted), not yet bound."""
+    The pod goes as kube-scheduler sends it: stored (defaulted), not yet bound.
+
+    An `Error` answer while the node's NodeResourceTopology catches up with a pod that just
+    started or ended there (webhook/scheduler/catchup.py) is no verdict: kube-scheduler asks
+    again after its backoff, and so does this, for as long as the extender may answer so."""
     sent = json.loads(json.dumps(pod))
     sent["spec"].pop("nodeName", None)
     body = json.dumps({"Pod": sent, "NodeNames": [node]}).encode()
+    deadline = time.monotonic() + RETRY_S + 5
+    while True:
+        result = _filter(cluster, kubectl, body)
+        if not result.get("Error") or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)  # kube-scheduler's first backoff
+    assert not result.get("Error"), result
+    if node in (result.get("NodeNames") or []):
+        return Verdict(True)
+    return Verdict(False, (result.get("FailedNodes") or {}).get(node, "dropped, no reason"))
+
+
+def _filter(cluster: Cluster, kubectl: Kubectl, body: bytes) -> dict[str, Any]:
     context = ssl.create_default_context(
         cafile=str(cluster.state / "pki" / "topoplace-webhook-ca.crt")
     )
@@ -111,11 +130,8 @@ def extender(cluster: Cluster, kubectl: Kubectl, pod: Mapping[str, Any], node: s
     finally:
         conn.close()
     assert response.status == 200, f"extender answered {response.status}: {text}"
-    result = json.loads(text)
-    assert not result.get("Error"), result
-    if node in (result.get("NodeNames") or []):
-        return Verdict(True)
-    return Verdict(False, (result.get("FailedNodes") or {}).get(node, "dropped, no reason"))
+    result: dict[str, Any] = json.loads(text)
+    return result
 
 
 def kubelet_outcome(kubectl: Kubectl, namespace: str, name: str, timeout: float = 90) -> Verdict:
