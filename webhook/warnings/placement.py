@@ -138,8 +138,13 @@ class PlacementWarnings:
         )
         key = _signature(pod)
         known = self._answers.get(key)
-        fresh = known is not None and known[0] is policy and known[1] is index
-        if fresh and known is not None and known[2] == generation:
+        # The same policy object and index (a reload or relist makes new ones), unchanged since.
+        if (
+            known is not None
+            and known[0] is policy
+            and known[1] is index
+            and known[2] == generation
+        ):
             return list(known[3])
         zones_of = zones.get if zones is not None else None
         stale_of = stale.stale if stale is not None else None
