@@ -90,7 +90,7 @@ def _verdicts(
     overlay: Mapping[str, NodeZones] | None = None,
     classes: Mapping[str, Hashable] | None = None,
 ) -> Iterator[tuple[str, FreeFit | None]]:
-    """Each node's verdict (None: no NodeResourceTopology), fitted once per group of alike
+    """Each node's verdict (None: no NodeResourceTopology), judged once per group of alike
     nodes. `overlay`: nodes whose zones differ from `zones_of`'s (the ledger's), looked up
     first. `classes`: each node's class key as the cache keeps it, so the hot loop of a
     5,000-name call is a dictionary look-up or two per node, no call of ours and nothing

@@ -8,7 +8,7 @@ handling because admitting has no side effects (`sideEffects: None`).
 An unexpected engine exception fails open: logged with the request uid, answered
 `allowed: true` with a warning, so a webhook bug never blocks pod creation cluster-wide.
 With a fit check (webhook/warnings: the node cache, the scheduler's Lease), a mutated pod
-gets the placement warnings, already fitted, after the engine's; the check never denies,
+gets the placement warnings, already shortened, after the engine's; the check never denies,
 and a failure in it only loses those warnings.
 """
 

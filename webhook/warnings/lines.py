@@ -1,7 +1,7 @@
 """One admission warning line within the API server's 256 characters, `topoplace: ` counted.
 
 kube-apiserver may truncate a warning past 256 characters, so every warning the webhook sends
-is fitted here, once. A placement warning is built as `Parts`: a head (what is wrong), items
+is shortened here, once. A placement warning is built as `Parts`: a head (what is wrong), items
 (node names, failing checks) that go one by one from the end, text after them, and a tail
 that is always kept whole (the pointer to `kubectl topoplace explain`). Shortening order:
 items, then the text after them, then the head (say, a long policy name). Engine warnings
@@ -42,7 +42,7 @@ class Parts:
     kind: WarningKind = field(kw_only=True)  # which check says it (kinds.py)
 
     def text(self) -> str:
-        """The whole warning, unfitted, without the prefix."""
+        """The whole warning, not shortened, without the prefix."""
         body = _body(list(self.items), self.more, self.bracketed)
         return self.head + body + self.after + self.tail
 

@@ -72,7 +72,7 @@ def _signature(pod: Mapping[str, Any]) -> bytes:
 
 
 def node_warnings(facts: NodeFacts) -> list[WarningLine]:
-    """The warnings about the nodes, fitted, in order (steps 1 and 2 above)."""
+    """The warnings about the nodes, shortened, in order (steps 1 and 2 above)."""
     plan = facts.plan
     found: list[Parts | None] = []
     if facts.nodes():
