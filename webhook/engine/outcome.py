@@ -66,6 +66,9 @@ class Mutation:
     denial: str | None = None
     policy: str | None = None
     applied: PlacementPolicy | None = None
+    written: str | None = None
+    """`patch` as an AdmissionResponse carries it (base64 of its JSON), where already written:
+    a plan writes its patch once for every pod of its form (engine/plans)."""
 
 
 _PER_CONTAINER = re.compile(r"^(worker container|container) (\S+): (.+)$")

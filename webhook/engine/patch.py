@@ -8,10 +8,22 @@ objects (not copies): both are read-only results.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Sequence
 from operator import is_
 from typing import Any
 
-__all__ = ["JsonPatch", "clone", "escape_token", "json_diff", "prefix_patch"]
+from webhook import jsonio
+
+__all__ = [
+    "JsonPatch",
+    "clone",
+    "encoded_patch",
+    "escape_token",
+    "json_diff",
+    "prefix_patch",
+    "tokens",
+]
 
 JsonPatch = list[dict[str, Any]]
 
@@ -31,6 +43,17 @@ def escape_token(token: str | int) -> str:
     if "~" in text or "/" in text:
         return text.replace("~", "~0").replace("/", "~1")
     return text
+
+
+def encoded_patch(patch: Sequence[dict[str, Any]]) -> str:
+    """A patch as an AdmissionResponse carries it: base64 of its JSON."""
+    raw = jsonio.dumps(patch if isinstance(patch, list) else list(patch))
+    return base64.b64encode(raw).decode("ascii")
+
+
+def tokens(path: str) -> list[str]:
+    """The reference tokens of a JSON Pointer (RFC 6901), unescaped: `~1` → `/`, then `~0`."""
+    return [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
 
 
 def json_diff(old: Any, new: Any, path: str = "") -> JsonPatch:

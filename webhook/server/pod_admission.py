@@ -14,14 +14,13 @@ and a failure in it only loses those warnings.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from webhook import jsonio
 from webhook.engine.outcome import EngineSettings, Mutation
+from webhook.engine.patch import encoded_patch
 from webhook.engine.pod_fields import InvalidPod
 from webhook.engine.recipe import mutate as engine_mutate
 from webhook.policy.loader import PolicySet
@@ -176,7 +175,11 @@ class PolicyAdmitter:
             )
             return Admission(review, "denied", mutation.policy, 0, name, namespace, warned=warned)
         review = build_response(
-            uid, patch=mutation.patch, warnings=mutation.warnings, lines=[w.line for w in placed]
+            uid,
+            patch=mutation.patch,
+            warnings=mutation.warnings,
+            lines=[w.line for w in placed],
+            written=mutation.written,
         )
         outcome: Outcome = "mutated" if mutation.patch else "unchanged"
         warned += tuple(w.kind for w in placed)
@@ -198,19 +201,20 @@ def build_response(
     lines: Iterable[str] = (),
     status_message: str | None = None,
     status_code: int = 403,
+    written: str | None = None,
 ) -> AdmissionReviewOut:
     """The AdmissionReview to send back. Pure: no I/O, no clock, no globals.
 
     `patchType` appears only with a non-empty patch; a denial (`allowed=False`) carries
     `status.code`/`status.message` so `kubectl` shows the reason. `warnings` are the engine's
     plain texts, given `topoplace: ` and cut here; `lines` are lines already made to send
-    (webhook/warnings: the placement warnings), after them and left as they are.
+    (webhook/warnings: the placement warnings), after them and left as they are. `written` is
+    `patch` already encoded, where it was (a plan's, engine/plans).
     """
     response: AdmissionResponse = {"uid": uid, "allowed": allowed}
     if patch and allowed:
-        raw = jsonio.dumps(patch if isinstance(patch, list) else list(patch))
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(raw).decode("ascii")
+        response["patch"] = written or encoded_patch(patch)
     formatted = [*(plain_line(w) for w in warnings), *lines]
     if formatted:
         response["warnings"] = formatted
