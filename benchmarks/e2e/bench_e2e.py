@@ -1,6 +1,6 @@
 """Pod create latency through the real kube-apiserver: our webhook next to its peers.
 
-The same pod is created over one keep-alive HTTPS connection along each path, the paths
+One pod is created over one keep-alive HTTPS connection along each path, the paths
 interleaved in every round (their order rotating) so drift on this noisy machine hits all
 alike: (a) no mutation (no opt-in label: our webhook's objectSelector skips it); (b) our
 webhook; (c) a MutatingAdmissionPolicy writing the same patch in CEL inside the API server,
@@ -11,6 +11,9 @@ webhooks behind a Service and the stand-in for kube-proxy as ours is, one aiohtt
 net/http, each parsing the review and answering with our patch, fixed (peers/bare.py).
 The patch the peers write is our engine's answer for this pod, and each peer's first pod is
 checked to come back mutated exactly as ours does.
+Every pod is different (issue 47): each round's pods carry the round's number in an
+environment variable, as a Job's replicas carry their index, so no answer is reused whole;
+our webhook's engine still computes the pod form once (webhook/engine/plans).
 The pods name a scheduler that does not exist, so kube-scheduler leaves them alone and the
 figures are admission plus storage only. Uses a running `make cluster`, or starts one.
 """
@@ -69,6 +72,7 @@ POD: dict[str, Any] = {
                 "image": "nvcr.io/nvidia/pytorch:25.01-py3",
                 "command": ["torchrun", "--nproc-per-node=2", "train.py"],
                 "resources": {"limits": {"nvidia.com/gpu": 2}},
+                "env": [{"name": "JOB_COMPLETION_INDEX", "value": "0"}],
             }
         ],
     },
@@ -125,10 +129,13 @@ def _our_patch(namespace: str) -> list[dict[str, Any]]:
     return result.patch
 
 
-def _bodies(peers: list[str]) -> dict[str, bytes]:
-    plain = copy.deepcopy(POD)
+def _bodies(peers: list[str], index: int = 0) -> dict[str, bytes]:
+    """Each path's pod, numbered `index` (its JOB_COMPLETION_INDEX)."""
+    numbered = copy.deepcopy(POD)
+    numbered["spec"]["containers"][0]["env"][0]["value"] = str(index)
+    plain = copy.deepcopy(numbered)
     del plain["metadata"]["labels"]["topoplace.io/policy"]
-    bodies = {"none": json.dumps(plain).encode(), "webhook": json.dumps(POD).encode()}
+    bodies = {"none": json.dumps(plain).encode(), "webhook": json.dumps(numbered).encode()}
     for peer in peers:
         labelled = copy.deepcopy(plain)
         labelled["metadata"]["labels"][PEER_LABEL] = peer
@@ -238,10 +245,11 @@ def _measure(cluster: Cluster, namespace: str, peers: list[str]) -> dict[str, li
             if _mutated(theirs) != _mutated(ours):
                 raise RuntimeError(f"{peer} wrote another pod than ours: {_mutated(theirs)}")
         samples: dict[str, list[float]] = {p: [] for p in paths}
-        for i in range(WARMUP + PODS):
+        rounds = [_bodies(peers, i + 1) for i in range(WARMUP + PODS)]  # every pod different
+        for i, numbered in enumerate(rounds):
             shift = i % len(paths)
             for path in paths[shift:] + paths[:shift]:
-                ms = _create(conn, namespace, bodies[path])
+                ms = _create(conn, namespace, numbered[path])
                 if i >= WARMUP:
                     samples[path].append(ms)
     finally:

@@ -84,24 +84,24 @@ def _container_form(container: Any) -> Any:
     env = container.get("env")
     if type(env) is not list:
         return container
-    if not all(type(e) is dict for e in env):
+    try:
+        names = [e.get("name") for e in env]
+    except AttributeError:  # of JSON values, only objects have .get
         return None
-    return {**container, "env": [e.get("name") for e in env]}
+    return {**container, "env": names}
 
 
 def reusable(pod: dict[str, Any], patch: JsonPatch) -> bool:
     """Whether `patch`, the engine's for `pod`, is the patch of every pod of `pod`'s form:
     it edits nothing outside the form and carries no part of the pod left out of it."""
-    left_out = {id(x) for x in _left_out(pod)}
     for op in patch:
         path = op["path"]
         if path.startswith("/metadata") and path not in _METADATA_PATHS:
             return False
         if _in_env_item(path, op["op"]) or path.startswith("/spec/hostname"):
             return False
-        if "value" in op and any(id(x) in left_out for x in _objects(op["value"])):
-            return False
-    return True
+    left_out = {id(x) for x in _left_out(pod)}
+    return left_out.isdisjoint(_object_ids([op["value"] for op in patch if "value" in op]))
 
 
 def _left_out(pod: dict[str, Any]) -> Iterator[Any]:
@@ -133,13 +133,16 @@ def _in_env_item(path: str, op: str) -> bool:
     return len(after) > 1 or (after[0] != "-" and op != "add")
 
 
-def _objects(value: Any) -> Iterator[Any]:
-    """`value` and every object and list inside it."""
-    if isinstance(value, dict):
-        yield value
-        for item in value.values():
-            yield from _objects(item)
-    elif isinstance(value, list):
-        yield value
-        for item in value:
-            yield from _objects(item)
+def _object_ids(values: list[Any]) -> set[int]:
+    """The ids of every object and list in `values`, at any depth."""
+    seen: set[int] = set()
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if type(value) is dict:
+            seen.add(id(value))
+            stack.extend(value.values())
+        elif type(value) is list:
+            seen.add(id(value))
+            stack.extend(value)
+    return seen

@@ -5,17 +5,19 @@ reload or another `stamp()` starts afresh), one plan per pod form (form.py): the
 warnings and the verdict the engine gave the form's first pod. A later pod of the form gets
 them as they are, and its mutated pod is its own with the patch applied (only the objects on
 the patch's paths copied). Its cost no longer follows the steps: the form's key, a lookup,
-the patch applied. The engine still answers a form's first pod, a pod with no form, and any
-answer `reusable` turns down; an exception in it (a malformed pod) is never kept.
+the patch applied. The engine still answers a form's first two pods (the plan is made from
+the second: pods alike to no other pay nothing for plans), a pod with no form, and any answer
+`reusable` turns down; an exception in it (a malformed pod) is never kept.
 
-Bounded: at most MAX_PLANS plans, all dropped when full (many forms: start over, as the
-answer cache does); a plan is its key (at most the pod's size) and its answer.
+Bounded: at most MAX_PLANS plans and MAX_PLANS forms seen once, each dropped all at once when
+full (many forms: start over, as the answer cache does); a plan is its key (at most the pod's
+size) and its answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from webhook.engine.outcome import EngineSettings, Mutation
@@ -73,6 +75,7 @@ class PlannedEngine:
         self._stamp = stamp
         self._max = max_plans
         self._plans: dict[bytes, _Plan] = {}
+        self._seen: set[bytes] = set()  # forms answered once, with no plan yet
         self._made_for: tuple[PolicySet | None, EngineSettings | None, Hashable] = (
             None,
             None,
@@ -99,12 +102,19 @@ class PlannedEngine:
                 return answer
         self.computed += 1
         mutation = self._engine(pod, namespace, policies, settings)
+        if key not in self._seen:
+            # A plan is made for a form seen twice: a pod alike to none pays nothing more.
+            if len(self._seen) >= self._max:
+                self._seen.clear()
+            self._seen.add(key)
+            return mutation
         plan = _plan_of(pod, mutation)
-        if plan is not None:
-            if len(self._plans) >= self._max:
-                self._plans.clear()
-            self._plans[key] = plan
-        return mutation
+        if plan is None:
+            return mutation
+        if len(self._plans) >= self._max:
+            self._plans.clear()
+        self._plans[key] = plan
+        return replace(mutation, written=plan.written)
 
     def _start_over_unless(self, policies: PolicySet, settings: EngineSettings) -> None:
         """Plans hold for one policy set and settings (compared by identity: a reload makes a
@@ -113,6 +123,7 @@ class PlannedEngine:
         was_policies, was_settings, was_stamp = self._made_for
         if policies is not was_policies or settings is not was_settings or stamp != was_stamp:
             self._plans.clear()
+            self._seen.clear()
             self._made_for = (policies, settings, stamp)
 
 
