@@ -34,7 +34,15 @@ from benchmarks.procs import Server, cpu_seconds, peak_rss_mb, rss_mb, start_ser
 from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
 from webhook.certs.keys import make_ca, make_serving_cert, write_pair
 
-__all__ = ["DISTINCT_PODS", "FLEET_NODES", "LEVELS", "run_webhook_bench", "write_serving_pair"]
+__all__ = [
+    "DISTINCT_PODS",
+    "FLEET_NODES",
+    "LEVELS",
+    "await_fit_verdict",
+    "run_webhook_bench",
+    "start_ours",
+    "write_serving_pair",
+]
 
 LEVELS = (1, 16, 64, 256)
 # More pod shapes than the answer cache keeps (answer_cache.DEFAULT_MAX_ENTRIES), so that
@@ -110,7 +118,7 @@ def _check_answer(server: Server, body: bytes, ca: Path, *, expect_patch: bool) 
         raise RuntimeError(f"{server.name} answered unexpectedly: {answer}")
 
 
-def _await_fit_verdict(server: Server, body: bytes, ca: Path, *, timeout: float = 60) -> None:
+def await_fit_verdict(server: Server, body: bytes, ca: Path, *, timeout: float = 60) -> None:
     """Wait until the node cache has listed the stand-in's nodes: the fit check's warning
     (the example fleet guarantees no GPU↔NIC pairs) is in the answer."""
     deadline = time.monotonic() + timeout
@@ -206,7 +214,7 @@ def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[
         api.stop()
 
 
-def _start_ours(work: Path, tls: list[str], env: dict[str, str], *, api_kubeconfig: Path) -> Server:
+def start_ours(work: Path, tls: list[str], env: dict[str, str], *, api_kubeconfig: Path) -> Server:
     """`topoplace-webhook serve` with its node and template caches, fed by the API stub."""
     policies = work / "policies"
     return start_server(
@@ -267,7 +275,7 @@ def _run(
     runs: int,
     seconds: float,
 ) -> dict[str, list[dict[str, Any]]]:
-    ours = _start_ours(work, tls, env, api_kubeconfig=api_kubeconfig)
+    ours = start_ours(work, tls, env, api_kubeconfig=api_kubeconfig)
     bare = start_server(
         "bare",
         [sys.executable, "-m", "benchmarks.peers.bare_server", *tls],
@@ -282,7 +290,7 @@ def _run(
             body = kind_bodies[0]
             _check_answer(ours, body, work / "ca.crt", expect_patch=mutated)
             if mutated:
-                _await_fit_verdict(ours, body, work / "ca.crt")
+                await_fit_verdict(ours, body, work / "ca.crt")
                 if started_rss is None:  # caches filled, nothing under load yet
                     started_rss = rss_mb(ours.process.pid)
             _check_answer(bare, body, work / "ca.crt", expect_patch=False)
