@@ -13,7 +13,7 @@ The patch the peers write is our engine's answer for this pod, and each peer's f
 checked to come back mutated exactly as ours does.
 Every pod is different (issue 47): each round's pods carry the round's number in an
 environment variable, as a Job's replicas carry their index, so no answer is reused whole;
-our webhook's engine still computes the pod form once (webhook/engine/plans).
+our webhook's engine still computes the pod form once (webhook/engine/replay).
 The pods name a scheduler that does not exist, so kube-scheduler leaves them alone and the
 figures are admission plus storage only. Uses a running `make cluster`, or starts one.
 """

@@ -14,7 +14,7 @@ Beside the miss path, passes interleaved with it: the floor (peers/floor.py), pa
 bodies with the same JSON library and writing the same answers' bytes (checked), and the
 ratio of the two medians, each pass with the machine's load. The bench pods are one Job's
 replicas: different pods of one form, so after the first the engine answers from the form's
-plan (webhook/engine/plans). A third kind of pass sends pods that are each a new form (a
+recorded answer (webhook/engine/replay). A third kind of pass sends pods that are each a new form (a
 variable renamed per pod: the engine runs every step for each), what a miss costs when
 nothing is alike.
 
@@ -194,7 +194,7 @@ def _child() -> int:
         answer, cache = miss_path(Path(tmp))
         bodies = _bodies()
         _check(answer, cache, bodies[0])
-        _pass(answer, cache, bodies)  # warm-up: caches of compiled regexes, plans, verdicts
+        _pass(answer, cache, bodies)  # warm-up: caches of compiled regexes, replays, verdicts
         print("ready", flush=True)
         for _line in sys.stdin:
             print(f"{_pass(answer, cache, bodies):.2f}", flush=True)

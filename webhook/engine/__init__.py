@@ -7,7 +7,8 @@ labels), `dra` (ResourceClaims), `datasets` (the cache volume, mounts and prefet
 container), `launcher` (torchrun `--numa-binding`), `env`, `scheduler` (schedulerName),
 `lone_pod` (keepTogether seen from one pod). `patch` diffs the result into an RFC 6902
 patch; `outcome` holds the result type (with the policy applied) and the webhook-level
-settings.
+settings. `replay/` records the recipe's answer for a pod form and replays it for the form's
+later pods, with no step run (what `serve` calls; the offline commands call the recipe).
 
 Imports: `placement_model`, `policy`, the webhook wire formats and `common`. No I/O.
 """

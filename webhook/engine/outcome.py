@@ -68,7 +68,7 @@ class Mutation:
     applied: PlacementPolicy | None = None
     written: str | None = None
     """`patch` as an AdmissionResponse carries it (base64 of its JSON), where already written:
-    a plan writes its patch once for every pod of its form (engine/plans)."""
+    a replay writes its patch once for every pod of its form (engine/replay)."""
 
 
 _PER_CONTAINER = re.compile(r"^(worker container|container) (\S+): (.+)$")

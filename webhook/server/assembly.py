@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from webhook.engine.outcome import EngineSettings
-from webhook.engine.plans.planned import PlannedEngine
+from webhook.engine.replay.replayer import Replayer
 from webhook.scheduler.service import NumaScheduling
 from webhook.scheduler.workload_api import WorkloadApi
 from webhook.server.answer_cache import CachedAdmitter
@@ -138,11 +138,9 @@ def build_admitter(parts: Parts, config: ServerConfig, mutate: MutateFn | None) 
     if templates is not None:
         settings = replace(settings, claim_templates=templates.lookup)
     if mutate is None:
-        # A pod form's answer is computed once (engine/plans); the claim templates are the
+        # A pod form's answer is computed once (engine/replay); the claim templates are the
         # only thing the engine reads besides the pod, the policy set and the settings.
-        mutate = PlannedEngine(
-            stamp=(lambda: templates.generation) if templates is not None else None
-        )
+        mutate = Replayer(stamp=(lambda: templates.generation) if templates is not None else None)
     pods = PolicyAdmitter(lambda: store.current, settings, mutate=mutate, fit_check=warnings)
 
     def stamp() -> tuple[object, ...]:

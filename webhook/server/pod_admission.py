@@ -209,7 +209,7 @@ def build_response(
     `status.code`/`status.message` so `kubectl` shows the reason. `warnings` are the engine's
     plain texts, given `topoplace: ` and cut here; `lines` are lines already made to send
     (webhook/warnings: the placement warnings), after them and left as they are. `written` is
-    `patch` already encoded, where it was (a plan's, engine/plans).
+    `patch` already encoded, where it was (a replayed one's, engine/replay).
     """
     response: AdmissionResponse = {"uid": uid, "allowed": allowed}
     if patch and allowed:

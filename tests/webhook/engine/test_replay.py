@@ -1,7 +1,7 @@
-"""Plans (engine/plans) against the engine itself: a differential test over the shipped
+"""Replay (engine/replay) against the engine itself: a differential test over the shipped
 examples, the benchmark's JobSet worker, a pod of every shipped policy's steps and
 hypothesis-generated pods. For each pod and a twin that differs only where its form does not
-look (names, labels, other annotations, `env` values, hostname), the planned answer must be
+look (names, labels, other annotations, `env` values, hostname), the replayed answer must be
 the engine's, byte for byte: patch, warnings, verdict, mutated pod."""
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from tests.webhook.strategies import pods
 from webhook import jsonio
 from webhook.engine.outcome import EngineSettings, Mutation
 from webhook.engine.patch import JsonPatch
-from webhook.engine.plans.apply import PatchSteps
-from webhook.engine.plans.form import form_key, reusable
-from webhook.engine.plans.planned import PlannedEngine
 from webhook.engine.pod_fields import InvalidPod
 from webhook.engine.recipe import mutate
+from webhook.engine.replay.form import form_key, reusable
+from webhook.engine.replay.patch_steps import PatchSteps
+from webhook.engine.replay.replayer import Replayer
 from webhook.policy.loader import PolicySet, load_policy_dir
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
 from webhook.workloads.templates import pod_templates
@@ -67,31 +67,29 @@ def twin(pod: dict[str, Any], n: int = 1) -> dict[str, Any]:
     return other
 
 
-def assert_same(planned: Mutation, expected: Mutation) -> None:
-    assert jsonio.dumps(planned.patch) == jsonio.dumps(expected.patch)
-    assert planned.warnings == expected.warnings
-    assert (planned.allowed, planned.denial) == (expected.allowed, expected.denial)
-    assert planned.policy == expected.policy
-    assert planned.applied is expected.applied
-    # The same JSON (a plan may leave a map's keys in another order: the patch is what is sent)
-    assert orjson.dumps(planned.pod, option=SORTED) == orjson.dumps(expected.pod, option=SORTED)
-    if planned.written is not None:
-        assert base64.b64decode(planned.written) == jsonio.dumps(expected.patch)
+def assert_same(replayed: Mutation, expected: Mutation) -> None:
+    assert jsonio.dumps(replayed.patch) == jsonio.dumps(expected.patch)
+    assert replayed.warnings == expected.warnings
+    assert (replayed.allowed, replayed.denial) == (expected.allowed, expected.denial)
+    assert replayed.policy == expected.policy
+    assert replayed.applied is expected.applied
+    # The same JSON (a replay may leave a map's keys in another order: the patch is what is sent)
+    assert orjson.dumps(replayed.pod, option=SORTED) == orjson.dumps(expected.pod, option=SORTED)
+    if replayed.written is not None:
+        assert base64.b64decode(replayed.written) == jsonio.dumps(expected.patch)
 
 
-def differential(
-    pod: dict[str, Any], policies: PolicySet, namespace: str = NAMESPACE
-) -> PlannedEngine:
-    """The pod, then two twins, through one PlannedEngine (the second twin is answered from
-    the plan made from the first); each answer against the engine's."""
-    planned = PlannedEngine()
+def differential(pod: dict[str, Any], policies: PolicySet, namespace: str = NAMESPACE) -> Replayer:
+    """The pod, then two twins, through one Replayer (the second twin is answered from
+    the recording made from the first); each answer against the engine's."""
+    replayer = Replayer()
     replicas = [pod, twin(pod, 1), twin(pod, 2)]
     before = copy.deepcopy(replicas)
     for one in replicas:
         expected = mutate(one, namespace, policies, SETTINGS)
-        assert_same(planned(one, namespace, policies, SETTINGS), expected)
+        assert_same(replayer(one, namespace, policies, SETTINGS), expected)
     assert replicas == before  # no input was touched
-    return planned
+    return replayer
 
 
 @settings(
@@ -99,22 +97,22 @@ def differential(
 )
 @given(pod=pods(NAMES))
 def test_generated_pods_and_their_twins_get_the_engines_answer(policy_set, pod):
-    planned = differential(pod, policy_set)
-    assert planned.computed + planned.reused == 3
+    replayer = differential(pod, policy_set)
+    assert replayer.computed + replayer.replayed == 3
 
 
-def test_the_twin_of_a_plain_pod_is_answered_from_its_plan(policy_set):
+def test_the_twin_of_a_plain_pod_is_answered_from_its_recording(policy_set):
     pod = make_pod(container(gpus=4, env=[{"name": "A", "value": "1"}]), policy="full")
-    planned = differential(pod, policy_set)
-    assert (planned.computed, planned.reused) == (2, 1)
+    replayer = differential(pod, policy_set)
+    assert (replayer.computed, replayer.replayed) == (2, 1)
 
 
 @pytest.mark.parametrize("containers", [1, 3])
 def test_the_benchmarks_jobset_worker(tmp_path, containers):
     policies = load_policy_dir(write_policy_dir(tmp_path))
     pod = worker_pod(gpus=4, containers=containers, index=0)
-    planned = differential(pod, policies)
-    assert planned.reused == 1
+    replayer = differential(pod, policies)
+    assert replayer.replayed == 1
     assert pod["metadata"]["labels"][POLICY_LABEL] == BENCH_POLICY
 
 
@@ -147,10 +145,10 @@ def test_every_way_a_pod_holds_annotations(policy_set, annotations):
     differential(pod, policy_set)
 
 
-def test_denials_and_passes_are_planned_too(policy_set):
+def test_denials_and_passes_are_replayed_too(policy_set):
     denied = make_pod(container(gpus=2), policy="deny")  # allowed in namespace prod only
-    planned = differential(denied, policy_set)
-    assert planned.reused == 1
+    replayer = differential(denied, policy_set)
+    assert replayer.replayed == 1
     assert not mutate(denied, NAMESPACE, policy_set, SETTINGS).allowed
     differential(denied, policy_set, namespace="prod")
     missing = make_pod(container(gpus=2), policy="no-such-policy")
@@ -186,40 +184,40 @@ def test_a_pod_with_no_form_goes_to_the_engine(odd):
 
 
 def test_a_malformed_pod_is_refused_every_time(policy_set):
-    planned = PlannedEngine()
+    replayer = Replayer()
     pod = make_pod(container(resources={"limits": "lots"}), policy="full")
     for _ in range(2):
         with pytest.raises(InvalidPod):
-            planned(pod, NAMESPACE, policy_set, SETTINGS)
-    assert (planned.computed, planned.reused) == (2, 0)
+            replayer(pod, NAMESPACE, policy_set, SETTINGS)
+    assert (replayer.computed, replayer.replayed) == (2, 0)
 
 
 def test_a_reload_another_setting_or_stamp_starts_afresh(tmp_path, policy_set):
     stamp = [0]
-    planned = PlannedEngine(stamp=lambda: stamp[0])
+    replayer = Replayer(stamp=lambda: stamp[0])
     pod = make_pod(container(gpus=2), policy="full")
     for n in range(3):
-        planned(twin(pod, n), NAMESPACE, policy_set, SETTINGS)
-    assert (planned.computed, planned.reused) == (2, 1)
+        replayer(twin(pod, n), NAMESPACE, policy_set, SETTINGS)
+    assert (replayer.computed, replayer.replayed) == (2, 1)
     write_yaml(tmp_path / "p.yaml", policy_doc("full", placement={"singleNumaNode": True}))
     reloaded = load_policy_dir(tmp_path)
     assert_same(
-        planned(pod, NAMESPACE, reloaded, SETTINGS), mutate(pod, NAMESPACE, reloaded, SETTINGS)
+        replayer(pod, NAMESPACE, reloaded, SETTINGS), mutate(pod, NAMESPACE, reloaded, SETTINGS)
     )
     other = EngineSettings(prefetch_image="img:2")
-    planned(pod, NAMESPACE, reloaded, other)
+    replayer(pod, NAMESPACE, reloaded, other)
     stamp[0] = 1
-    planned(pod, NAMESPACE, reloaded, other)
-    assert (planned.computed, planned.reused) == (5, 1)
+    replayer(pod, NAMESPACE, reloaded, other)
+    assert (replayer.computed, replayer.replayed) == (5, 1)
 
 
-def test_plans_are_bounded(policy_set):
-    planned = PlannedEngine(max_plans=4)
+def test_recordings_are_bounded(policy_set):
+    replayer = Replayer(max_forms=4)
     for gpus in range(1, 11):
-        planned(make_pod(container(gpus=gpus), policy="bare"), NAMESPACE, policy_set, SETTINGS)
-        planned(make_pod(container(gpus=gpus), policy="bare"), NAMESPACE, policy_set, SETTINGS)
-    assert len(planned._plans) <= 4 and len(planned._seen) <= 4
-    assert planned.computed == 20
+        replayer(make_pod(container(gpus=gpus), policy="bare"), NAMESPACE, policy_set, SETTINGS)
+        replayer(make_pod(container(gpus=gpus), policy="bare"), NAMESPACE, policy_set, SETTINGS)
+    assert len(replayer._recorded) <= 4 and len(replayer._seen) <= 4
+    assert replayer.computed == 20
 
 
 @pytest.mark.parametrize(

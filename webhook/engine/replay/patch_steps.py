@@ -1,4 +1,4 @@
-"""A plan's patch, read once into steps, then applied to each pod of the form.
+"""A recorded patch, read once into steps, then applied to each pod of the form.
 
 Read against the pod it was made for, each path becomes a list of keys already typed (a list
 index a number) and each operation the one edit it makes (set a key, append, insert, remove).
@@ -37,7 +37,7 @@ class PatchSteps:
     def __init__(self, patch: JsonPatch, doc: dict[str, Any]) -> None:
         for op in patch:
             if op["op"] not in _OPS or not op["path"]:
-                raise ValueError(f"{op['op']} of {op['path']!r}: not a step a plan takes")
+                raise ValueError(f"{op['op']} of {op['path']!r}: not a step a replay takes")
         self._in_turn: tuple[tuple[list[str], str, str, Any], ...] | None = None
         try:
             self._copies, self._edits = _read_ahead(patch, doc)

@@ -1,9 +1,0 @@
-"""Plans: the engine's answer for one pod form, reused by the pods of that form (issue 47).
-
-A Job's replicas differ in their names, labels and the literal values of their environment,
-never in what the engine reads. `form` says what it reads (the pod's form, a key) and whether
-an answer holds for every pod of that form; `planned` keeps the answers, per policy set, and
-writes a later pod's patch and result from its form's plan: no step runs, no copy of the pod,
-no diff. The engine (`recipe.mutate`) stays the one model of the steps: a form not seen yet,
-or a pod with no form, goes to it.
-"""
