@@ -7,9 +7,9 @@ stand-in API server (apiserver_stub.py) holding the example fleet, so every muta
 also gets the fit check's verdict.
 
 Three kinds of load: one mutated pod shape (the answer cache serves a Job's alike pods), "every
-pod different" (DISTINCT_PODS pods sent in turn, each with its own completion index in its
-env, more than the answer cache keeps, so the engine judges each afresh), and pods that did
-not opt in.
+pod different" (DISTINCT_PODS pods in turn, each with its own completion index in its env,
+more than the answer cache keeps: each is admitted afresh, the engine replaying its form's
+answer, webhook/engine/replay), and pods that did not opt in.
 
 Levels are interleaved (bare, ours, bare, ours…) so machine noise hits both alike; each figure
 is the median of `runs` runs. CPU per request comes from the server process's /proc counters.
@@ -45,9 +45,7 @@ __all__ = [
 ]
 
 LEVELS = (1, 16, 64, 256)
-# More pod shapes than the answer cache keeps (answer_cache.DEFAULT_MAX_ENTRIES), so that
-# every request in this row is judged by the engine afresh.
-DISTINCT_PODS = 4096
+DISTINCT_PODS = 4096  # more than the answer cache keeps (answer_cache.DEFAULT_MAX_ENTRIES)
 _DISTINCT_LEVELS = (1, 16)
 _TARGETS = {"mutated": 0.8, "mutated, every pod different": 0.6, "pass-through": 0.9}
 FLEET_NODES = 60  # the example fleet's machine classes, cloned
