@@ -101,7 +101,7 @@ async def _agent_steady_state_rss(seconds: float) -> tuple[float, float, int]:
 def _webhook_started_rss(nodes: int) -> float:
     """RSS MB of `serve` with its caches filled from `nodes` nodes, before any load."""
     from benchmarks.procs import start_server
-    from benchmarks.webhook.bench_webhook import (
+    from benchmarks.webhook.servers import (
         await_fit_verdict,
         start_ours,
         write_serving_pair,

@@ -11,122 +11,43 @@ pod different" (DISTINCT_PODS pods in turn, each with its own completion index i
 more than the answer cache keeps: each is admitted afresh, the engine replaying its form's
 answer, webhook/engine/replay), and pods that did not opt in.
 
-Levels are interleaved (bare, ours, bare, ours…) so machine noise hits both alike; each figure
-is the median of `runs` runs. CPU per request comes from the server process's /proc counters.
+Beside the mutated rows, the honest floor of issue 47: the bare webhook, which parses each
+review and answers with our patch, fixed (servers.start_bare). Levels are interleaved (bare,
+ours, bare webhook, bare…) so machine noise hits all alike; each figure is the median of
+`runs` runs. CPU per request comes from the server process's /proc counters.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchmarks.procs import Server, cpu_seconds, peak_rss_mb, rss_mb, start_server
+from benchmarks.procs import Server, peak_rss_mb, rss_mb, start_server
+from benchmarks.webhook.servers import (
+    ask,
+    await_fit_verdict,
+    check_answer,
+    measure,
+    patch_bytes,
+    start_bare,
+    start_ours,
+    write_serving_pair,
+)
 from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
-from webhook.certs.keys import make_ca, make_serving_cert, write_pair
 
-__all__ = [
-    "DISTINCT_PODS",
-    "FLEET_NODES",
-    "LEVELS",
-    "await_fit_verdict",
-    "run_webhook_bench",
-    "start_ours",
-    "write_serving_pair",
-]
+__all__ = ["DISTINCT_PODS", "FLEET_NODES", "LEVELS", "run_webhook_bench"]
 
 LEVELS = (1, 16, 64, 256)
 DISTINCT_PODS = 4096  # more than the answer cache keeps (answer_cache.DEFAULT_MAX_ENTRIES)
 _DISTINCT_LEVELS = (1, 16)
 _TARGETS = {"mutated": 0.8, "mutated, every pod different": 0.6, "pass-through": 0.9}
 FLEET_NODES = 60  # the example fleet's machine classes, cloned
-_LUA = Path(__file__).with_name("loadgen.lua")
 _REPO = Path(__file__).resolve().parents[2]
-
-
-def write_serving_pair(work: Path) -> tuple[Path, Path, Path]:
-    """A fresh CA and a serving pair for localhost in `work`: (ca.crt, tls.crt, tls.key)."""
-    ca = make_ca()
-    pair = make_serving_cert(ca, ["localhost"], ip_addresses=["127.0.0.1"])
-    ca_path, cert, key = work / "ca.crt", work / "tls.crt", work / "tls.key"
-    ca_path.write_bytes(ca.cert_pem)
-    write_pair(pair, cert, key)
-    return ca_path, cert, key
-
-
-def _wrk(url: str, body: Path, *, connections: int, seconds: float) -> dict[str, Any]:
-    out = subprocess.run(
-        [
-            "wrk",
-            "-t1",
-            f"-c{connections}",
-            # wrk parses whole seconds only: "-d2.0s" is a usage error.
-            f"-d{max(1, round(seconds))}s",
-            "--timeout",
-            "5s",
-            "-s",
-            str(_LUA),
-            url,
-        ],
-        env={**os.environ, "BODY_FILE": str(body)},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def _measure(server: Server, body: Path, *, connections: int, seconds: float) -> dict[str, float]:
-    before = cpu_seconds(server.process.pid)
-    result = _wrk(server.url, body, connections=connections, seconds=seconds)
-    cpu = cpu_seconds(server.process.pid) - before
-    requests = result["requests"]
-    if result["non2xx"] or result["socket_errors"] or not requests:
-        raise RuntimeError(f"{server.name}: errors or no answer under load: {result}")
-    return {
-        "rps": requests / (result["duration_us"] / 1e6),
-        "p50_ms": result["p50_us"] / 1000,
-        "p99_ms": result["p99_us"] / 1000,
-        "cpu_us": cpu / requests * 1e6,
-    }
-
-
-def _answer(server: Server, body: bytes, ca: Path) -> dict[str, Any]:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    req = urllib.request.Request(
-        server.url, data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
-        answer: dict[str, Any] = json.loads(resp.read())["response"]
-    return answer
-
-
-def _check_answer(server: Server, body: bytes, ca: Path, *, expect_patch: bool) -> None:
-    answer = _answer(server, body, ca)
-    if answer.get("allowed") is not True or ("patch" in answer) != expect_patch:
-        raise RuntimeError(f"{server.name} answered unexpectedly: {answer}")
-
-
-def await_fit_verdict(server: Server, body: bytes, ca: Path, *, timeout: float = 60) -> None:
-    """Wait until the node cache has listed the stand-in's nodes: the fit check's warning
-    (the example fleet guarantees no GPU↔NIC pairs) is in the answer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = _answer(server, body, ca)
-        if any("GPU↔NIC pairs" in w for w in answer.get("warnings", [])):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{server.name}: no fit verdict within {timeout:.0f} s: {answer}")
-        time.sleep(0.2)
 
 
 def _body_file(kind: str) -> str:
@@ -146,9 +67,8 @@ def _latency(samples: list[dict[str, float]]) -> str:
     return f"{_median(samples, 'p50_ms'):.2f} / {_median(samples, 'p99_ms'):.2f}"
 
 
-def _row(
-    kind: str, level: int, bare: list[dict[str, float]], ours: list[dict[str, float]]
-) -> dict[str, Any]:
+def _row(kind: str, level: int, samples: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    bare, ours, floor = samples["bare"], samples["ours"], samples.get("bare-webhook")
     ratio = _median(ours, "rps") / _median(bare, "rps")
     target = _TARGETS[kind]
     p99_ratio = _median(ours, "p99_ms") / _median(bare, "p99_ms")
@@ -167,6 +87,10 @@ def _row(
         "spread (ours)": f"{_spread(ours):.0%}",
         "target": f"ratio ≥ {target:.0%}" + (", p99 ≤ 1.5× bare" if level == 1 else ""),
         "met": "yes" if met else "NO",
+        # The honest floor (issue 47): a webhook that parses the review and writes our patch.
+        "bare webhook req/s": _median(floor, "rps") if floor else "",
+        "÷ bare webhook": _median(ours, "rps") / _median(floor, "rps") if floor else "",
+        "bare webhook CPU µs/req": _median(floor, "cpu_us") if floor else "",
     }
 
 
@@ -212,37 +136,6 @@ def run_webhook_bench(*, runs: int = 5, seconds: float = 2.0) -> dict[str, list[
         api.stop()
 
 
-def start_ours(work: Path, tls: list[str], env: dict[str, str], *, api_kubeconfig: Path) -> Server:
-    """`topoplace-webhook serve` with its node and template caches, fed by the API stub."""
-    policies = work / "policies"
-    return start_server(
-        "topoplace",
-        [
-            sys.executable,
-            "-m",
-            "webhook",
-            "serve",
-            "--policies",
-            str(policies),
-            *tls,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--metrics-port",
-            "0",
-            "--node-cache",
-            "--claim-template-cache",
-            "--kubeconfig",
-            str(api_kubeconfig),
-            "--log-format",
-            "json",
-        ],
-        log=work / "serve.log",
-        env=env,
-    )
-
-
 def _memory_rows(started_rss: float | None, ours: Server, bare: Server) -> list[dict[str, Any]]:
     return [
         {
@@ -274,38 +167,42 @@ def _run(
     seconds: float,
 ) -> dict[str, list[dict[str, Any]]]:
     ours = start_ours(work, tls, env, api_kubeconfig=api_kubeconfig)
-    bare = start_server(
-        "bare",
-        [sys.executable, "-m", "benchmarks.peers.bare_server", *tls],
-        log=work / "bare.log",
-        env=env,
-    )
+    bare = start_bare(work, tls, env)
+    floor: Server | None = None
     rows: list[dict[str, Any]] = []
     started_rss: float | None = None
     try:
         for kind, kind_bodies in bodies.items():
             mutated = kind.startswith("mutated")
             body = kind_bodies[0]
-            _check_answer(ours, body, work / "ca.crt", expect_patch=mutated)
+            check_answer(ours, body, work / "ca.crt", expect_patch=mutated)
             if mutated:
                 await_fit_verdict(ours, body, work / "ca.crt")
                 if started_rss is None:  # caches filled, nothing under load yet
                     started_rss = rss_mb(ours.process.pid)
-            _check_answer(bare, body, work / "ca.crt", expect_patch=False)
+                if floor is None:  # our patch, the same for every pod of these rows
+                    patch = patch_bytes(ask(ours, body, work / "ca.crt"))
+                    floor = start_bare(work, tls, env, patch_of=patch)
+            check_answer(bare, body, work / "ca.crt", expect_patch=False)
+            servers = {"bare": bare, "ours": ours}
+            if mutated and floor is not None:
+                servers["bare-webhook"] = floor
             for level in LEVELS if len(kind_bodies) == 1 else _DISTINCT_LEVELS:
-                samples: dict[str, list[dict[str, float]]] = {"bare": [], "ours": []}
+                samples: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
                 for _ in range(runs):
-                    for name, server in (("bare", bare), ("ours", ours)):
+                    for name, server in servers.items():
                         samples[name].append(
-                            _measure(
+                            measure(
                                 server, work / _body_file(kind), connections=level, seconds=seconds
                             )
                         )
-                rows.append(_row(kind, level, samples["bare"], samples["ours"]))
+                rows.append(_row(kind, level, samples))
         memory = _memory_rows(started_rss, ours, bare)
     finally:
         ours_rc = ours.stop()
         bare.stop()
+        if floor is not None:
+            floor.stop()
     if ours_rc != 0:
         raise RuntimeError(f"serve exited {ours_rc} on SIGTERM; log: {work / 'serve.log'}")
     shutil.rmtree(work, ignore_errors=True)

@@ -25,8 +25,9 @@ from typing import Any
 
 from benchmarks.procs import cpu_seconds, start_server
 from benchmarks.webhook.bench_node_cache import fill_cache, fleet_objects
-from benchmarks.webhook.bench_webhook import FLEET_NODES, write_serving_pair
+from benchmarks.webhook.bench_webhook import FLEET_NODES
 from benchmarks.webhook.profile_miss import serve_config
+from benchmarks.webhook.servers import write_serving_pair
 from benchmarks.webhook.workload import worker_pod, write_policy_dir
 from webhook import jsonio
 from webhook.engine.recipe import mutate

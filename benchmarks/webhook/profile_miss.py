@@ -40,7 +40,8 @@ from pathlib import Path
 
 from benchmarks.peers.floor import Given, given_of, load_average, respond
 from benchmarks.webhook.bench_node_cache import fill_cache, fleet_objects
-from benchmarks.webhook.bench_webhook import DISTINCT_PODS, FLEET_NODES, write_serving_pair
+from benchmarks.webhook.bench_webhook import DISTINCT_PODS, FLEET_NODES
+from benchmarks.webhook.servers import write_serving_pair
 from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
 from webhook import jsonio
 from webhook.server.answer_cache import CachedAdmitter

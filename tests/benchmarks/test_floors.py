@@ -26,9 +26,9 @@ from benchmarks.peers.bare import BARE_PEERS, NAMESPACE, bare_objects
 from benchmarks.peers.floor import Given, given_of, respond
 from benchmarks.peers.map_policy import PEER_LABEL
 from benchmarks.procs import Server, start_server
-from benchmarks.webhook.bench_webhook import write_serving_pair
 from benchmarks.webhook.breakdown_miss import _KINDS
 from benchmarks.webhook.breakdown_miss import _table as breakdown_table
+from benchmarks.webhook.servers import write_serving_pair
 from benchmarks.webhook.workload import admission_review, worker_pod
 from webhook import jsonio
 from webhook.server.pod_admission import build_response
