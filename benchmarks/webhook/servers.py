@@ -132,21 +132,6 @@ def _wrk(url: str, body: Path, *, connections: int, seconds: float) -> dict[str,
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _measure(server: Server, body: Path, *, connections: int, seconds: float) -> dict[str, float]:
-    before = cpu_seconds(server.process.pid)
-    result = _wrk(server.url, body, connections=connections, seconds=seconds)
-    cpu = cpu_seconds(server.process.pid) - before
-    requests = result["requests"]
-    if result["non2xx"] or result["socket_errors"] or not requests:
-        raise RuntimeError(f"{server.name}: errors or no answer under load: {result}")
-    return {
-        "rps": requests / (result["duration_us"] / 1e6),
-        "p50_ms": result["p50_us"] / 1000,
-        "p99_ms": result["p99_us"] / 1000,
-        "cpu_us": cpu / requests * 1e6,
-    }
-
-
 def ask(server: Server, body: bytes, ca: Path) -> dict[str, Any]:
     ctx = ssl.create_default_context(cafile=str(ca))
     req = urllib.request.Request(
