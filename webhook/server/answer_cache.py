@@ -3,7 +3,8 @@
 `CachedAdmitter` wraps the `PolicyAdmitter` (the `Admitter` protocol on both sides). For an
 opted-in Pod CREATE it keys the request by everything the answer is made from — the
 namespace, the policy label, the parts of the annotations the engine reads and the whole
-spec but `hostname` (the Job controller sets it per pod; nothing reads it) — and keeps the
+spec but `hostname` (the Job controller sets it per pod; nothing reads it), for a spec of at
+most MAX_KEY_BYTES — and keeps the
 answer, minus the request's uid, with the *stamp* it was made under. The stamp is what else
 the answer depends on: the serving policy set, the node cache's index and generation, the
 claim-template cache's generation. An entry is used only while the stamp is the same, so a
@@ -33,9 +34,12 @@ from webhook.server.review import (
 from webhook.vocabulary import APPLIED_ANNOTATION, MIRROR_ANNOTATION, POLICY_LABEL
 from webhook.warnings.kinds import WarningKind
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "CachedAdmitter", "Stamp", "request_key"]
+__all__ = ["DEFAULT_MAX_ENTRIES", "MAX_KEY_BYTES", "CachedAdmitter", "Stamp", "request_key"]
 
 DEFAULT_MAX_ENTRIES: Final = 512  # an entry is about the pod's size (key) plus its patch
+# A larger spec is never kept (a usual pod's is 2-10 KiB; bodies may be 4 MiB): the keys held
+# stay under DEFAULT_MAX_ENTRIES x MAX_KEY_BYTES (32 MiB).
+MAX_KEY_BYTES: Final = 64 * 1024
 _KEPT: Final = frozenset({"mutated", "unchanged", "denied"})
 # annotations missing (UNSET), JSON null, or an object: the patch adds the map, replaces the null,
 # or adds one key to the map (the other keys are the user's and never in the patch).
@@ -74,6 +78,8 @@ def request_key(request: ReviewRequest) -> Hashable | None:
         if policy is None:
             return None
         namespace = request.namespace or meta.namespace or ""
+        if len(head.spec) > MAX_KEY_BYTES:
+            return None
         return (namespace, policy, _shape(meta.annotations), head.spec)
     pod = request.object
     if pod is None:
@@ -89,6 +95,8 @@ def request_key(request: ReviewRequest) -> Hashable | None:
     try:
         text = jsonio.dumps(spec)
     except TypeError:  # not JSON-shaped: leave it to the engine
+        return None
+    if len(text) > MAX_KEY_BYTES:
         return None
     return (namespace, policy, _shape(metadata.get("annotations", UNSET)), text)
 

@@ -29,7 +29,7 @@ from webhook.engine.pod_fields import InvalidPod
 from webhook.engine.recipe import mutate
 from webhook.engine.replay.form import form_key, reusable
 from webhook.engine.replay.patch_steps import PatchSteps
-from webhook.engine.replay.replayer import Replayer
+from webhook.engine.replay.replayer import MAX_FORM_BYTES, Replayer
 from webhook.policy.loader import PolicySet, load_policy_dir
 from webhook.vocabulary import APPLIED_ANNOTATION, POLICY_LABEL
 from webhook.workloads.templates import pod_templates
@@ -209,6 +209,23 @@ def test_a_reload_another_setting_or_stamp_starts_afresh(tmp_path, policy_set):
     stamp[0] = 1
     replayer(pod, NAMESPACE, reloaded, other)
     assert (replayer.computed, replayer.replayed) == (5, 1)
+
+
+def test_a_pod_past_the_form_bound_always_goes_to_the_engine(policy_set):
+    replayer = Replayer()
+    big = {"name": "BIG", "value": "x"}
+    pod = make_pod(
+        container(gpus=2, env=[{**big, "name": f"A_VARIABLE_NAMED_{i:06d}"} for i in range(3000)])
+    )
+    pod["metadata"]["labels"][POLICY_LABEL] = "full"
+    assert len(form_key(pod, NAMESPACE) or b"") > MAX_FORM_BYTES
+    for n in range(3):
+        assert_same(
+            replayer(twin(pod, n), NAMESPACE, policy_set, SETTINGS),
+            mutate(twin(pod, n), NAMESPACE, policy_set, SETTINGS),
+        )
+    assert replayer.replayed == 0
+    assert not replayer._seen and not replayer._recorded
 
 
 def test_recordings_are_bounded(policy_set):

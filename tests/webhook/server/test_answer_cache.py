@@ -29,7 +29,7 @@ from tests.webhook.server.fake_nodes import NodeApiServer
 from tests.webhook.stores.test_claim_template_store import template
 from webhook import jsonio
 from webhook.engine.outcome import EngineSettings
-from webhook.server.answer_cache import CachedAdmitter, request_key
+from webhook.server.answer_cache import MAX_KEY_BYTES, CachedAdmitter, request_key
 from webhook.server.pod_admission import Admission, PolicyAdmitter
 from webhook.server.review import ReviewRequest, parse_review
 from webhook.server.runner import WebhookServer
@@ -114,6 +114,23 @@ def test_a_cached_answer_is_the_engines_answer_for_that_pod(policy_dir: Path) ->
         )
         assert answer.pod_name == f"train-7f9c-{index}-abcde"
     assert counting.calls == 1 and cached.hits == 4
+
+
+def test_a_pod_past_the_key_bound_is_never_kept(policy_dir: Path) -> None:
+    from webhook.policy.loader import load_policy_dir
+
+    policies = load_policy_dir(policy_dir)
+    counting = CountingAdmitter(PolicyAdmitter(lambda: policies, EngineSettings()))
+    cached = CachedAdmitter(counting, lambda: policies)
+    pod = job_pod(0)
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": f"A_VARIABLE_NAMED_{i:06d}", "value": "x"} for i in range(3000)
+    ]
+    assert len(json.dumps(pod["spec"])) > MAX_KEY_BYTES
+    assert request_key(request(pod)) is None
+    for _ in range(2):
+        assert cached.admit(request(pod)).outcome == "mutated"
+    assert counting.calls == 2 and cached.hits == 0
 
 
 def test_a_failed_open_answer_is_never_kept(policy_dir: Path) -> None:

@@ -12,7 +12,7 @@ kept.
 
 Bounded: at most MAX_FORMS recordings and MAX_FORMS forms seen once, each dropped all at once
 when full (many forms: start over, as the answer cache does); a recording is its key (at most
-the pod's size) and its answer.
+MAX_FORM_BYTES: a larger pod is never recorded) and its answer.
 """
 
 from __future__ import annotations
@@ -29,9 +29,13 @@ from webhook.engine.replay.patch_steps import PatchSteps
 from webhook.policy.loader import PolicySet
 from webhook.policy.model import PlacementPolicy
 
-__all__ = ["MAX_FORMS", "Engine", "Replayer"]
+__all__ = ["MAX_FORMS", "MAX_FORM_BYTES", "Engine", "Replayer"]
 
 MAX_FORMS: Final = 256
+# A form's key is the pod as the engine reads it: pods past this size (a usual pod's form is
+# 2-10 KiB; the API server takes bodies up to 4 MiB) always go to the engine, so the
+# recordings hold at most 2 x MAX_FORMS x MAX_FORM_BYTES of keys (32 MiB).
+MAX_FORM_BYTES: Final = 64 * 1024
 Engine = Callable[[dict[str, Any], str, PolicySet, EngineSettings], Mutation]
 
 
@@ -89,7 +93,7 @@ class Replayer:
         self, pod: dict[str, Any], namespace: str, policies: PolicySet, settings: EngineSettings
     ) -> Mutation:
         key = form_key(pod, namespace)
-        if key is None:
+        if key is None or len(key) > MAX_FORM_BYTES:
             return self._engine(pod, namespace, policies, settings)
         self._start_over_unless(policies, settings)
         recording = self._recorded.get(key)
