@@ -18,7 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.procs import peak_rss_mb, rss_mb
+from benchmarks.procs import peak_rss_mb, rss_mb, start_server
+from benchmarks.webhook.servers import await_fit_verdict, start_ours, write_serving_pair
+from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
 
 __all__ = ["run_memory_bench"]
 
@@ -100,14 +102,6 @@ async def _agent_steady_state_rss(seconds: float) -> tuple[float, float, int]:
 
 def _webhook_started_rss(nodes: int) -> float:
     """RSS MB of `serve` with its caches filled from `nodes` nodes, before any load."""
-    from benchmarks.procs import start_server
-    from benchmarks.webhook.servers import (
-        await_fit_verdict,
-        start_ours,
-        write_serving_pair,
-    )
-    from benchmarks.webhook.workload import admission_review, worker_pod, write_policy_dir
-
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         ca, cert, key = write_serving_pair(work)

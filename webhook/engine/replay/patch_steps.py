@@ -90,7 +90,8 @@ def _read_ahead(patch: JsonPatch, doc: dict[str, Any]) -> tuple[_Copies, _Edits]
                 nodes.append(node[key])
                 copies.append((made[path], key))
             path = below
-        edits.append(_edit_of(made[path], nodes[made[path]], op, last))
+        at = made[path]
+        edits.append(_edit_of(at, nodes[at], op["op"], last, op.get("value")))
     _check_apart(made, edits)
     return tuple(copies), tuple(edits)
 
@@ -110,7 +111,7 @@ def _apply_in_turn(
                 child = node[key] = child.copy()
                 copied.add(id(child))
             node = child
-        _at, edit, key, _value = _edit_of(0, node, {"op": op}, last)
+        _at, edit, key, _value = _edit_of(0, node, op, last, value)
         _do(node, edit, key, value)
     return root
 
@@ -145,16 +146,16 @@ def _typed(node: Any, token: str) -> _Key:
     return token
 
 
-def _edit_of(at: int, node: Any, op: dict[str, Any], token: str) -> _Edit:
-    value = op.get("value")
-    if type(node) is list and op["op"] == "add":
+def _edit_of(at: int, node: Any, op: str, token: str, value: Any) -> _Edit:
+    """The edit operation `op` (add, replace, remove) makes at `token` of `node`."""
+    if type(node) is list and op == "add":
         return (
             (at, _APPEND, 0, value) if token == "-" else (at, _INSERT, _typed(node, token), value)
         )
     key = _typed(node, token)
-    if op["op"] == "remove":
+    if op == "remove":
         return (at, _REMOVE, key, None)
-    return (at, _REPLACE if op["op"] == "replace" else _SET, key, value)
+    return (at, _REPLACE if op == "replace" else _SET, key, value)
 
 
 def _check_apart(made: dict[tuple[_Key, ...], int], edits: list[_Edit]) -> None:
